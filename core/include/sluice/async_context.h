@@ -1,0 +1,100 @@
+// The handle to a suspended exchange (Servlet 3's AsyncContext, made safe).
+//
+// Contract (docs/lifecycle.md has the state diagram and the numbered rules):
+// - Every member is callable from any thread, at any time, also after the exchange
+//   ended and after the server stopped; once the exchange has reached its one
+//   terminal transition, every call is a no-op that returns false.
+// - complete(), complete(response), resume() and the timeout race through one atomic
+//   step: exactly one wins. A call made while the suspending handler is still
+//   running takes effect when the handler returns, never concurrently with it.
+// - complete(response) hands a whole response over; complete() sends what the
+//   handler left in exchange::response(). resume() runs the handler again
+//   (is_resumed() == true), where it may touch the response.
+// - Listeners run on the exchange's I/O loop thread. on_timeout listeners run first
+//   when the timeout fires and may complete or resume; if none does, the exchange
+//   ends with the timeout status (503 unless set_timeout_status chose another).
+//   on_error runs when the client disconnects, a write fails or the server stops.
+//   on_complete runs exactly once, last, whatever the outcome.
+// - A handle holds a reference to a small control block, never to the exchange, so a
+//   stale handle cannot touch a recycled exchange.
+#pragma once
+
+#include <any>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include <sluice/response.h>
+
+namespace sluice {
+
+namespace detail {
+class async_state;
+}
+
+class async_context;
+
+enum class async_event_kind { timeout, error, complete };
+
+struct async_event;
+using async_listener = std::function<void(const async_event&)>;
+
+class async_context {
+public:
+    async_context() noexcept = default;
+    async_context(const async_context& other) noexcept;
+    async_context(async_context&& other) noexcept;
+    async_context& operator=(const async_context& other) noexcept;
+    async_context& operator=(async_context&& other) noexcept;
+    ~async_context();
+
+    /// Ends the exchange with the response the handler left in exchange::response().
+    bool complete() noexcept;
+    /// Ends the exchange with this response.
+    bool complete(response r) noexcept;
+    /// Runs the handler again on the exchange (is_resumed() == true there).
+    bool resume() noexcept;
+    /// Restarts the timeout clock with a new duration; 0 means no timeout.
+    bool set_timeout(std::chrono::milliseconds timeout) noexcept;
+    /// The status sent when the timeout ends the exchange: 503 by default, any 5xx allowed.
+    bool set_timeout_status(int status) noexcept;
+
+    bool on_timeout(async_listener l);
+    bool on_error(async_listener l);
+    bool on_complete(async_listener l);
+
+    /// Attributes: a thread-safe map, the channel for resume-style results.
+    void set_attribute(std::string name, std::any value);
+    std::any attribute_any(std::string_view name) const;
+    template <class T>
+    std::optional<T> attribute(std::string_view name) const {
+        std::any a = attribute_any(name);
+        if (const T* p = std::any_cast<T>(&a)) {
+            return *p;
+        }
+        return std::nullopt;
+    }
+
+    /// The exchange has reached its terminal transition (or the handle is empty).
+    bool is_done() const noexcept;
+    explicit operator bool() const noexcept { return state_ != nullptr; }
+
+    /// For the core: adopt a reference already counted.
+    explicit async_context(detail::async_state* adopted) noexcept : state_(adopted) {}
+    detail::async_state* state() const noexcept { return state_; }
+
+private:
+    detail::async_state* state_ = nullptr;
+};
+
+struct async_event {
+    async_event_kind kind;
+    /// timeout: exchange_errc::timed_out; error: why; complete: empty when completed normally.
+    std::error_code error;
+    async_context context;
+};
+
+} // namespace sluice

@@ -1,0 +1,125 @@
+// Server configuration: defaults, then a TOML file, then SLUICE_* environment
+// variables, then command-line flags, each overriding the one before.
+//
+// Every key has one canonical dotted name ("limits.max_body_bytes"); the file uses
+// it as TOML tables, the environment as SLUICE_LIMITS_MAX_BODY_BYTES, the command
+// line as --set limits.max_body_bytes=N (and the common keys have short flags).
+// Units are in the key names. An unknown key or a bad value is a startup_error
+// naming the key; nothing falls back to a default silently.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sluice/error.h>
+
+namespace sluice {
+
+enum class dispatch_mode {
+    inline_io, ///< "inline": handlers run on the I/O thread
+    pool,      ///< "pool": handlers run on a worker pool
+};
+
+enum class log_level { error, warn, info, debug };
+
+struct limits_config {
+    std::size_t max_header_bytes = 8192;      ///< request line + headers; more → 431 (414 for the target)
+    std::size_t max_body_bytes = 1024 * 1024; ///< more → 413
+    std::uint32_t header_timeout_ms = 10'000; ///< first byte to end of head; → 408
+    std::uint32_t body_timeout_ms = 30'000;   ///< end of head to end of body; → 408
+    std::uint32_t idle_timeout_ms = 60'000;   ///< keep-alive wait for the next request; → close
+    std::uint32_t write_timeout_ms = 30'000;  ///< a response that cannot be sent in time; → close
+    std::uint32_t max_connections = 10'000;   ///< per server; beyond it new connections are closed at once
+    std::uint32_t max_keepalive_requests = 0; ///< requests per connection before close; 0 = unlimited
+};
+
+struct blocking_config {
+    std::uint32_t threads = 200;      ///< connection threads (Tomcat maxThreads)
+    std::uint32_t accept_queue = 100; ///< accepted connections waiting for a thread (Tomcat acceptCount)
+};
+
+struct tls_config {
+    std::string cert; ///< PEM certificate chain file
+    std::string key;  ///< PEM private key file
+};
+
+struct config {
+    std::string backend = "auto";          ///< a registered backend name, or "auto"
+    std::string listen = "127.0.0.1:8080"; ///< "host:port", "[v6]:port" or ":port"
+    std::uint32_t io_threads = 1;          ///< event loops (reactor backends)
+    dispatch_mode dispatch = dispatch_mode::inline_io;
+    std::uint32_t worker_threads = 8;        ///< pool size for dispatch = pool
+    std::uint32_t async_timeout_ms = 30'000; ///< default start_async() timeout
+    std::uint32_t watchdog_ms = 500;         ///< log a loop stuck in one iteration this long; 0 = off
+    log_level log = log_level::info;         ///< key "log_level"
+    blocking_config blocking;
+    limits_config limits;
+    tls_config tls;
+};
+
+/// A parsed `listen` value.
+struct listen_address {
+    std::string host;       ///< "" for all interfaces; an IPv4 address, a host name, or an IPv6 address
+    std::uint16_t port = 0; ///< 0 asks the kernel for a free port
+    bool ipv6 = false;      ///< host was given in brackets
+};
+
+/// Parses "host:port", "[v6]:port" or ":port" (all interfaces). Throws startup_error naming
+/// "listen" on anything else. The server binds with this, so validation and use agree.
+listen_address parse_listen(std::string_view text);
+
+/// Checks every key's range and the rules between keys (tls.cert needs tls.key). The parsers
+/// check values as they set them; call this on a config filled in by code. parse_command_line
+/// calls it last. Throws startup_error naming the key.
+void validate_config(const config& cfg);
+
+/// Sets one key from its text form, as the environment and the command line give it.
+/// Throws startup_error naming the key on an unknown key or a bad value.
+void set_config_value(config& cfg, std::string_view key, std::string_view value);
+
+/// Applies a TOML document (text) to cfg; `origin` names it in errors (a file path).
+void apply_config_toml(config& cfg, std::string_view toml_text, std::string_view origin);
+
+/// Applies a TOML file.
+void apply_config_file(config& cfg, const std::string& path);
+
+/// Applies SLUICE_* variables from an environment given as "NAME=value" strings
+/// (pass `environ`). SLUICE_CONFIG is the config file path and is not a key.
+void apply_config_env(config& cfg, std::span<const char* const> environment);
+
+/// The text of every key with its current value, one "key = value" per line (TOML).
+std::string describe_config(const config& cfg);
+
+/// An app-specific command-line option ("--upstream URL") with its help line.
+struct app_option {
+    std::string name; ///< without dashes: "upstream"
+    std::string value_name;
+    std::string help;
+    std::string* target;
+};
+
+struct command_line {
+    config cfg;
+    bool help = false; ///< --help was given; usage holds the text to print
+    std::string usage;
+};
+
+/// The whole pipeline: defaults → --config file (or SLUICE_CONFIG) → environment → flags.
+/// Flags: --backend, --listen, --io-threads, --dispatch, --worker-threads, --threads
+/// (blocking.threads), --config, --set key=value, --help, and the app's own options.
+/// Both "--flag value" and "--flag=value" work. Throws startup_error on anything bad.
+command_line parse_command_line(int argc, const char* const* argv, std::span<const char* const> environment,
+                                std::span<const app_option> app_options = {},
+                                std::string_view program_summary = {});
+
+} // namespace sluice
+
+namespace sluice {
+/// The process environment (`environ`), in the form parse_command_line takes.
+std::span<const char* const> process_environment() noexcept;
+} // namespace sluice

@@ -1,0 +1,83 @@
+// An HTTP response under construction.
+//
+// Headers are kept serialized ("Name: value\r\n") in one string, so building a
+// response allocates nothing once the exchange's buffers have warmed up, and
+// serialization is a copy. The server adds Date, Content-Length or
+// Transfer-Encoding, and Connection itself; a handler that sets them is overridden
+// (Content-Length / Transfer-Encoding / Connection) or keeps its own (Date).
+//
+// Streaming: write() switches the response to chunked streaming. What was written
+// is sent as one chunk each time the handler returns (also when it suspends with
+// start_async()), and the stream ends when the exchange completes. HTTP/1.0 clients
+// get the same bytes unframed, delimited by closing the connection.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sluice {
+
+namespace detail {
+class response_access;
+}
+
+class response {
+public:
+    response() = default;
+    explicit response(int status) : status_(status) {}
+
+    response& status(int code) noexcept {
+        status_ = code;
+        return *this;
+    }
+    int status() const noexcept { return status_; }
+
+    /// Sets a header, replacing every earlier one of that name (case-insensitive).
+    /// Throws std::invalid_argument on a name that is not a token or a value with CR, LF or NUL.
+    response& header(std::string_view name, std::string_view value);
+    /// Adds a header, keeping earlier ones of that name (Set-Cookie).
+    response& add_header(std::string_view name, std::string_view value);
+    /// Removes every header of that name; returns how many were removed.
+    std::size_t remove_header(std::string_view name);
+    /// The first header of that name, nullopt if absent.
+    std::optional<std::string_view> header(std::string_view name) const noexcept;
+    /// The headers as serialized, "Name: value\r\n" each.
+    std::string_view raw_headers() const noexcept { return headers_; }
+
+    response& content_type(std::string_view type) { return header("Content-Type", type); }
+    response& body(std::string b) {
+        body_ = std::move(b);
+        return *this;
+    }
+    /// text/plain; charset=utf-8
+    response& text(std::string b);
+    /// application/json
+    response& json(std::string b);
+    /// text/html; charset=utf-8
+    response& html(std::string b);
+    const std::string& body() const noexcept { return body_; }
+    std::string& body() noexcept { return body_; }
+
+    /// Appends to a chunked stream (see the header comment).
+    response& write(std::string_view chunk);
+    bool is_streaming() const noexcept { return streaming_; }
+
+    /// Back to a fresh 200 with no headers and no body, keeping capacity.
+    void clear() noexcept;
+
+private:
+    friend class detail::response_access;
+    void set_header_unchecked(std::string_view name, std::string_view value, bool replace);
+
+    int status_ = 200;
+    std::string headers_;
+    std::string body_; // whole body, or in streaming mode the bytes not sent yet
+    bool streaming_ = false;
+    bool head_sent_ = false; // streaming: the status line and headers went out
+};
+
+/// The standard reason phrase of a status code ("Not Found"); "Unknown" for others.
+std::string_view reason_phrase(int status) noexcept;
+
+} // namespace sluice

@@ -1,0 +1,54 @@
+// Method + path-template routing.
+//
+// Templates are '/'-separated segments; a segment is a literal ("users") or a
+// parameter ("{id}") matching one non-empty segment; a last segment "{name...}"
+// matches the rest of the path (possibly empty, slashes included). Literal segments
+// win over parameters at the same depth, so "/users/me" beats "/users/{id}".
+// Matching is on the raw (not decoded) path; parameter values are decoded by the
+// server before the handler runs. A GET route also serves HEAD unless a HEAD route
+// exists. A path that matches no template is 404; one that matches a template with
+// no route for the method is 405 with an Allow header.
+#pragma once
+
+#include <sluice/handler.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice {
+
+class router {
+public:
+    struct param {
+        std::string_view name;  ///< owned by the router
+        std::string_view value; ///< a view into the matched path, not decoded
+    };
+
+    struct match_result {
+        const handler* target = nullptr; ///< set when a route matched
+        int status = 0;                  ///< 0 when matched, else 404 or 405
+        std::string allow;               ///< for 405: "GET, HEAD, POST"
+    };
+
+    router();
+    ~router();
+    router(router&&) noexcept;
+    router& operator=(router&&) noexcept;
+
+    /// Adds a route. Throws std::invalid_argument on a malformed method or template, or when the
+    /// same method and template (parameter names aside) was added before.
+    void add(std::string_view method, std::string_view pattern, handler h);
+
+    /// Finds the route for method and raw path; params receives the captured parameters
+    /// (cleared first). Allocation-free when it matches, for paths without parameters beyond
+    /// params' capacity.
+    match_result match(std::string_view method, std::string_view path, std::vector<param>& params) const;
+
+private:
+    struct node;
+    std::unique_ptr<node> root_;
+};
+
+} // namespace sluice

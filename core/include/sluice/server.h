@@ -1,0 +1,68 @@
+// The server: routes, a backend chosen by configuration, and its threads.
+//
+//   sluice::server srv(cfg);
+//   srv.route("GET", "/", [](sluice::exchange& ex) { ex.response().text("Hello"); });
+//   srv.start();       // binds and starts threads, or throws startup_error
+//   srv.wait();        // until stop() is called (from a signal handler thread, a handler, ...)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <sluice/config.h>
+#include <sluice/handler.h>
+#include <sluice/log.h>
+
+namespace sluice {
+
+namespace detail {
+class server_impl;
+}
+
+struct server_stats {
+    std::uint64_t connections_accepted = 0;
+    std::uint64_t connections_open = 0;
+    std::uint64_t requests = 0;       ///< requests whose handler ran (or that got an error response)
+    std::uint64_t exchanges_live = 0; ///< exchanges not yet freed (suspended ones included)
+    std::uint64_t exchanges_suspended = 0;
+};
+
+class server {
+public:
+    explicit server(config cfg);
+    server(config cfg, logger log);
+    ~server(); ///< stops the server if it runs
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    /// Adds a route (see router.h). Routes are fixed once start() has been called.
+    server& route(std::string_view method, std::string_view pattern, handler h);
+    server& get(std::string_view pattern, handler h) { return route("GET", pattern, std::move(h)); }
+    server& post(std::string_view pattern, handler h) { return route("POST", pattern, std::move(h)); }
+
+    /// Validates the configuration against the registered backends, binds, starts the threads.
+    /// Throws startup_error naming the key at fault (unknown backend, address in use, ...).
+    void start();
+    /// Stops accepting, ends suspended exchanges (on_error with shutting_down), closes every
+    /// connection and joins the threads. Thread-safe and idempotent; callable from a handler.
+    void stop() noexcept;
+    /// Blocks until the server has stopped.
+    void wait();
+    /// start() then wait() until SIGINT or SIGTERM, then stop().
+    void run_until_signal();
+
+    /// The bound port (useful with "listen = 127.0.0.1:0").
+    std::uint16_t port() const noexcept;
+    /// The backend in use ("epoll"), after start().
+    std::string_view backend_name() const noexcept;
+    const config& settings() const noexcept;
+    const sluice::logger& logger() const noexcept;
+    server_stats stats() const noexcept;
+
+private:
+    std::unique_ptr<detail::server_impl> impl_;
+};
+
+} // namespace sluice

@@ -1,0 +1,14 @@
+// Everything an application needs.
+#pragma once
+
+#include <sluice/async_context.h>
+#include <sluice/config.h>
+#include <sluice/error.h>
+#include <sluice/exchange.h>
+#include <sluice/executor.h>
+#include <sluice/handler.h>
+#include <sluice/log.h>
+#include <sluice/request.h>
+#include <sluice/response.h>
+#include <sluice/router.h>
+#include <sluice/server.h>
