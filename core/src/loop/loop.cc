@@ -1,0 +1,161 @@
+#include "loop/loop.h"
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+
+namespace sluice::detail {
+
+namespace {
+
+// A call_after timer: owns its callback, deletes itself when it fires.
+struct posted_timer : timer {
+    explicit posted_timer(std::function<void()> f, const logger& l)
+        : timer(&fire_posted), fn(std::move(f)), log(&l) {
+        owned_by_loop = true;
+    }
+    std::function<void()> fn;
+    const logger* log;
+
+    static void fire_posted(timer& t) noexcept {
+        auto* p = static_cast<posted_timer*>(&t);
+        auto fn = std::move(p->fn);
+        const logger* log = p->log;
+        delete p;
+        try {
+            fn();
+        } catch (const std::exception& e) {
+            log->error("timer callback threw: {}", e.what());
+        } catch (...) {
+            log->error("timer callback threw a non-exception");
+        }
+    }
+};
+
+std::int64_t steady_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count();
+}
+
+} // namespace
+
+loop::loop(std::unique_ptr<io::driver> driver, const logger& log, unsigned index)
+    : driver_(std::move(driver)), log_(log), index_(index), now_(clock::now()) {
+    port_ = std::make_shared<loop_port>(*this, *driver_);
+    completions_.reserve(256);
+}
+
+loop::~loop() {
+    std::vector<loop_port::task> leftovers;
+    port_->close(leftovers);
+    leftovers.clear(); // destroy the tasks (and what they captured) before the driver goes
+    // Timers owned by the loop die with it; other timers belong to objects that are gone.
+    std::vector<timer*> owned;
+    for (timer* t : timers_.armed_timers()) {
+        if (t->owned_by_loop) {
+            owned.push_back(t);
+        }
+    }
+    for (timer* t : owned) {
+        timers_.cancel(*t);
+        delete static_cast<posted_timer*>(t);
+    }
+}
+
+void loop::call_after(std::chrono::milliseconds delay, std::function<void()> fn) {
+    auto* t = new posted_timer(std::move(fn), log_);
+    timers_.arm(*t, now_ + delay);
+}
+
+void loop::defer(deferred& d) {
+    if (!d.scheduled_) {
+        d.scheduled_ = true;
+        deferred_.push_back(&d);
+    }
+}
+
+void loop::stop() {
+    // Through the mailbox, so the flag is only ever touched on the loop thread.
+    if (!port_->post([this] { stopping_ = true; })) {
+        return;
+    }
+}
+
+void loop::run(run_mode mode) {
+    thread_.store(std::this_thread::get_id());
+    for (;;) {
+        if (stopping_ && !stop_hooks_ran_) {
+            run_stop_hooks();
+        }
+        if (live_ == 0 && (stopping_ || mode == run_mode::until_idle)) {
+            break;
+        }
+        run_iteration(true);
+    }
+    // Tasks posted after the last iteration still run: they may release references.
+    port_->drain(tasks_);
+    for (auto& t : tasks_) {
+        t();
+    }
+    tasks_.clear();
+}
+
+void loop::run_stop_hooks() {
+    stop_hooks_ran_ = true;
+    auto hooks = std::move(stop_hooks_);
+    for (auto& h : hooks) {
+        h();
+    }
+}
+
+std::chrono::nanoseconds loop::wait_timeout(bool block) const {
+    if (!block || !deferred_.empty() || port_->has_tasks()) {
+        return std::chrono::nanoseconds(0);
+    }
+    if (timers_.empty()) {
+        return std::chrono::nanoseconds(-1);
+    }
+    auto d = timers_.next() - clock::now();
+    return d < std::chrono::nanoseconds(0) ? std::chrono::nanoseconds(0) : d;
+}
+
+void loop::run_iteration(bool block) {
+    completions_.clear();
+    const int n = driver_->wait(wait_timeout(block), completions_);
+    if (n < 0 && n != -EINTR) {
+        log_.error("loop {}: wait failed: {}", index_, std::strerror(-n));
+    }
+    now_ = clock::now();
+    busy_since_.store(steady_ns(), std::memory_order_relaxed);
+
+    // 1. Completions. Every lent buffer goes back right after its owner saw it (rule 5 of
+    //    backend.h), so a driver's pool never runs dry between two waits.
+    for (const io::completion& c : completions_) {
+        static_cast<io_handler*>(c.owner)->on_io(c);
+        if (c.buffer != io::no_buffer) {
+            driver_->release(c.buffer);
+        }
+    }
+    // 2. Mailbox.
+    port_->drain(tasks_);
+    for (auto& t : tasks_) {
+        t();
+    }
+    tasks_.clear();
+    // 3. Timers due by the time we got here.
+    now_ = clock::now();
+    while (timer* t = timers_.pop_due(now_)) {
+        t->fire(*t);
+    }
+    // 4. End-of-iteration work (corked writes). Deferred work may defer more: loop until none.
+    while (!deferred_.empty()) {
+        deferred_running_.swap(deferred_);
+        for (deferred* d : deferred_running_) {
+            d->scheduled_ = false;
+            d->run_deferred();
+        }
+        deferred_running_.clear();
+    }
+    busy_since_.store(0, std::memory_order_relaxed);
+}
+
+} // namespace sluice::detail

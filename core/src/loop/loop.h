@@ -1,0 +1,120 @@
+// The event loop, written once for every backend (libuv's rule: the phase order is
+// fixed in common code).
+//
+//   for (;;) {
+//       wait for completions (until the next timer, or not at all if work is queued)
+//       dispatch each completion to its owner, then give its buffer back
+//       run the mailbox (tasks posted from other threads)
+//       expire due timers
+//       run the end-of-iteration hooks (flush corked writes)
+//   }
+//
+// A loop is driven by exactly one thread at a time. The driver only reports; every
+// callback runs here, outside wait() (h2o's pending-list rule).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <sluice/backend.h>
+#include <sluice/executor.h>
+#include <sluice/log.h>
+
+#include "loop/loop_port.h"
+#include "loop/timer_heap.h"
+
+namespace sluice::detail {
+
+/// Whatever owns an I/O operation: connections, listeners, client sessions.
+class io_handler {
+public:
+    virtual void on_io(const io::completion& c) noexcept = 0;
+
+protected:
+    ~io_handler() = default;
+};
+
+/// Runs once at the end of the iteration in which it was scheduled.
+class deferred {
+public:
+    virtual void run_deferred() noexcept = 0;
+    bool scheduled_ = false;
+
+protected:
+    ~deferred() = default;
+};
+
+class loop {
+public:
+    loop(std::unique_ptr<io::driver> driver, const logger& log, unsigned index);
+    ~loop();
+    loop(const loop&) = delete;
+    loop& operator=(const loop&) = delete;
+
+    io::driver& driver() noexcept { return *driver_; }
+    const logger& log() const noexcept { return log_; }
+    unsigned index() const noexcept { return index_; }
+    sluice::executor executor() const noexcept { return sluice::executor(port_); }
+    loop_port& port() noexcept { return *port_; }
+
+    /// Runs iterations until stop() has been called and `live()` is zero (every handler
+    /// that registered itself with retain() has released), or, with `until_idle`, as soon
+    /// as live() is zero (a blocking-backend loop serving one connection).
+    enum class run_mode { until_stopped, until_idle };
+    void run(run_mode mode = run_mode::until_stopped);
+    /// Makes run() return once live() reaches zero. Thread-safe.
+    void stop();
+    bool stopping() const noexcept { return stopping_; }
+
+    /// Count of objects that keep the loop running (connections, listeners).
+    void retain() noexcept { ++live_; }
+    void release() noexcept { --live_; }
+    std::size_t live() const noexcept { return live_; }
+
+    clock::time_point now() const noexcept { return now_; }
+    void arm(timer& t, clock::time_point when) { timers_.arm(t, when); }
+    void arm_after(timer& t, std::chrono::milliseconds d) { timers_.arm(t, now_ + d); }
+    void cancel(timer& t) noexcept { timers_.cancel(t); }
+    /// A one-shot timer owning its callback (executor::post_after).
+    void call_after(std::chrono::milliseconds delay, std::function<void()> fn);
+
+    /// Runs d.run_deferred() at the end of this iteration (once, however often scheduled).
+    void defer(deferred& d);
+
+    /// Called by the loop when stop() is first seen, on the loop thread (listeners close,
+    /// connections drain).
+    void on_stop(std::function<void()> fn) { stop_hooks_.push_back(std::move(fn)); }
+
+    bool in_loop_thread() const noexcept { return std::this_thread::get_id() == thread_.load(); }
+
+    /// For the watchdog: when the current iteration started dispatching (0 while waiting).
+    std::int64_t busy_since_ns() const noexcept { return busy_since_.load(std::memory_order_relaxed); }
+
+private:
+    void run_iteration(bool block);
+    void run_stop_hooks();
+    std::chrono::nanoseconds wait_timeout(bool block) const;
+
+    std::unique_ptr<io::driver> driver_;
+    std::shared_ptr<loop_port> port_;
+    const logger& log_;
+    unsigned index_;
+    timer_heap timers_;
+    clock::time_point now_;
+    std::vector<io::completion> completions_;
+    std::vector<loop_port::task> tasks_;
+    std::vector<deferred*> deferred_;
+    std::vector<deferred*> deferred_running_;
+    std::vector<std::function<void()>> stop_hooks_;
+    std::size_t live_ = 0;
+    bool stopping_ = false;
+    bool stop_hooks_ran_ = false;
+    std::atomic<std::thread::id> thread_{};
+    std::atomic<std::int64_t> busy_since_{0};
+};
+
+} // namespace sluice::detail

@@ -1,0 +1,71 @@
+#include "loop/loop_port.h"
+
+#include <sluice/executor.h>
+
+#include "loop/loop.h"
+
+namespace sluice::detail {
+
+bool loop_port::post(task t) {
+    io::driver* wake = nullptr;
+    {
+        std::lock_guard lock(mu_);
+        if (driver_ == nullptr) {
+            return false;
+        }
+        if (tasks_.empty()) {
+            wake = driver_;
+        }
+        tasks_.push_back(std::move(t));
+        // Wake under the lock: close() takes it too, so the driver cannot be destroyed
+        // between our check and the wake-up.
+        if (wake != nullptr) {
+            wake->wake();
+        }
+    }
+    return true;
+}
+
+void loop_port::drain(std::vector<task>& out) {
+    std::lock_guard lock(mu_);
+    out.swap(tasks_);
+}
+
+bool loop_port::has_tasks() const noexcept {
+    std::lock_guard lock(mu_);
+    return !tasks_.empty();
+}
+
+bool loop_port::in_owner_thread() const noexcept {
+    return loop_->in_loop_thread();
+}
+
+void loop_port::close(std::vector<task>& leftovers) {
+    std::lock_guard lock(mu_);
+    driver_ = nullptr;
+    leftovers.swap(tasks_);
+}
+
+} // namespace sluice::detail
+
+namespace sluice {
+
+bool executor::post(std::function<void()> fn) const {
+    return port_ != nullptr && port_->post(std::move(fn));
+}
+
+bool executor::post_after(std::chrono::milliseconds delay, std::function<void()> fn) const {
+    if (port_ == nullptr) {
+        return false;
+    }
+    // Arming a timer touches the loop's heap, so it always happens on the loop thread.
+    return port_->post([port = port_.get(), delay, fn = std::move(fn)]() mutable {
+        port->owner_loop().call_after(delay, std::move(fn));
+    });
+}
+
+bool executor::in_loop_thread() const noexcept {
+    return port_ != nullptr && port_->in_owner_thread();
+}
+
+} // namespace sluice

@@ -1,0 +1,45 @@
+// The thread-safe door into a loop: a mailbox of tasks plus a wake-up.
+//
+// Executors and async contexts hold a shared_ptr to the port, never to the loop, so
+// they may outlive it: once the loop has closed its port, post() returns false and
+// the task is dropped (destroyed on the caller's thread).
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <sluice/backend.h>
+
+namespace sluice::detail {
+
+class loop;
+
+class loop_port {
+public:
+    using task = std::function<void()>;
+
+    loop_port(loop& l, io::driver& d) noexcept : loop_(&l), driver_(&d) {}
+
+    /// Queues a task for the loop thread; wakes the loop if the mailbox was empty.
+    bool post(task t);
+    /// Moves every queued task into out (the loop thread's swap buffer).
+    void drain(std::vector<task>& out);
+    /// Whether tasks are waiting (racy hint for the loop's wait timeout).
+    bool has_tasks() const noexcept;
+    /// After close(), post() refuses. Tasks still queued are returned for the loop to drop.
+    void close(std::vector<task>& leftovers);
+
+    bool in_owner_thread() const noexcept;
+    /// The loop itself; only for tasks, which run on the loop's thread while it lives.
+    detail::loop& owner_loop() const noexcept { return *loop_; }
+
+private:
+    mutable std::mutex mu_;
+    std::vector<task> tasks_;
+    detail::loop* loop_;
+    io::driver* driver_; // null once closed
+};
+
+} // namespace sluice::detail
