@@ -1,0 +1,272 @@
+#include "exchange/async_state.h"
+
+namespace sluice::detail {
+
+const char* to_string(async_phase p) noexcept {
+    switch (p) {
+    case async_phase::idle:
+        return "idle";
+    case async_phase::started:
+        return "started";
+    case async_phase::started_complete:
+        return "started_complete";
+    case async_phase::started_resume:
+        return "started_resume";
+    case async_phase::suspended:
+        return "suspended";
+    case async_phase::completing:
+        return "completing";
+    case async_phase::resuming:
+        return "resuming";
+    case async_phase::timing_out:
+        return "timing_out";
+    case async_phase::done:
+        return "done";
+    }
+    return "?";
+}
+
+void async_state::set_phase(async_phase p) noexcept {
+    phase_ = p;
+    if (p == async_phase::done) {
+        done_.store(true, std::memory_order_release);
+    }
+}
+
+bool async_state::post_signal(void (async_host::*signal)(std::uint64_t) noexcept) noexcept {
+    retain();
+    try {
+        const bool posted = port_->post([this, signal] {
+            // Runs on the loop thread, where host_ is only ever changed: no lock needed for it.
+            if (host_ != nullptr) {
+                (host_->*signal)(generation_);
+            }
+            release();
+        });
+        if (posted) {
+            return true;
+        }
+    } catch (...) {
+        // Allocation failure while posting: fall through, the exchange ends by its timeout
+        // or with its connection.
+    }
+    release();
+    return false;
+}
+
+bool async_state::complete(std::optional<response> r) noexcept {
+    std::unique_lock lock(mu_);
+    switch (phase_) {
+    case async_phase::started:
+        // Servlet's deferral rule: the handler is still running; act when it returns.
+        set_phase(async_phase::started_complete);
+        handed_ = std::move(r);
+        return true;
+    case async_phase::suspended:
+    case async_phase::timing_out:
+        set_phase(async_phase::completing);
+        handed_ = std::move(r);
+        lock.unlock();
+        post_signal(&async_host::on_async_signal);
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool async_state::resume() noexcept {
+    std::unique_lock lock(mu_);
+    switch (phase_) {
+    case async_phase::started:
+        set_phase(async_phase::started_resume);
+        return true;
+    case async_phase::suspended:
+    case async_phase::timing_out:
+        set_phase(async_phase::resuming);
+        lock.unlock();
+        post_signal(&async_host::on_async_signal);
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool async_state::set_timeout(std::chrono::milliseconds t) noexcept {
+    std::unique_lock lock(mu_);
+    if (phase_ == async_phase::done || t.count() < 0) {
+        return false;
+    }
+    timeout_ = t;
+    const bool armed = phase_ == async_phase::suspended;
+    lock.unlock();
+    // While the handler runs, the timer is armed when it returns, with the new value.
+    if (armed) {
+        post_signal(&async_host::on_async_timeout_changed);
+    }
+    return true;
+}
+
+bool async_state::set_timeout_status(int status) noexcept {
+    if (status < 500 || status > 599) {
+        return false;
+    }
+    std::lock_guard lock(mu_);
+    if (phase_ == async_phase::done) {
+        return false;
+    }
+    timeout_status_ = status;
+    return true;
+}
+
+bool async_state::add_listener(async_event_kind kind, async_listener l) {
+    std::lock_guard lock(mu_);
+    if (phase_ == async_phase::done || !l) {
+        return false;
+    }
+    listeners_.emplace_back(kind, std::move(l));
+    return true;
+}
+
+void async_state::set_attribute(std::string name, std::any value) {
+    std::lock_guard lock(mu_);
+    for (auto& [n, v] : attributes_) {
+        if (n == name) {
+            v = std::move(value);
+            return;
+        }
+    }
+    attributes_.emplace_back(std::move(name), std::move(value));
+}
+
+std::any async_state::attribute(std::string_view name) const {
+    std::lock_guard lock(mu_);
+    for (const auto& [n, v] : attributes_) {
+        if (n == name) {
+            return v;
+        }
+    }
+    return {};
+}
+
+bool async_state::start(std::chrono::milliseconds timeout) noexcept {
+    std::lock_guard lock(mu_);
+    switch (phase_) {
+    case async_phase::idle:
+        set_phase(async_phase::started);
+        timeout_ = timeout;
+        return true;
+    case async_phase::started:
+    case async_phase::started_complete:
+    case async_phase::started_resume:
+        return true; // a second start_async() in one dispatch: same context
+    default:
+        return false;
+    }
+}
+
+async_state::after_dispatch async_state::handler_returned() noexcept {
+    std::lock_guard lock(mu_);
+    switch (phase_) {
+    case async_phase::started:
+        set_phase(async_phase::suspended);
+        return after_dispatch::suspend;
+    case async_phase::started_complete:
+        set_phase(async_phase::completing);
+        return after_dispatch::complete;
+    case async_phase::started_resume:
+        set_phase(async_phase::resuming);
+        return after_dispatch::resume;
+    default:
+        return after_dispatch::finish;
+    }
+}
+
+async_phase async_state::phase() const noexcept {
+    std::lock_guard lock(mu_);
+    return phase_;
+}
+
+bool async_state::take_completion(std::optional<response>& handed) noexcept {
+    std::lock_guard lock(mu_);
+    if (phase_ != async_phase::completing) {
+        return false;
+    }
+    set_phase(async_phase::done);
+    handed = std::move(handed_);
+    handed_.reset();
+    return true;
+}
+
+bool async_state::begin_resume() noexcept {
+    std::lock_guard lock(mu_);
+    if (phase_ != async_phase::resuming) {
+        return false;
+    }
+    set_phase(async_phase::idle);
+    return true;
+}
+
+bool async_state::begin_timeout() noexcept {
+    std::lock_guard lock(mu_);
+    if (phase_ != async_phase::suspended) {
+        return false;
+    }
+    set_phase(async_phase::timing_out);
+    return true;
+}
+
+bool async_state::finish_timeout() noexcept {
+    std::lock_guard lock(mu_);
+    if (phase_ != async_phase::timing_out) {
+        return false;
+    }
+    set_phase(async_phase::done);
+    return true;
+}
+
+bool async_state::fail() noexcept {
+    std::lock_guard lock(mu_);
+    if (phase_ == async_phase::done || phase_ == async_phase::completing) {
+        return false;
+    }
+    set_phase(async_phase::done);
+    return true;
+}
+
+std::vector<async_listener> async_state::listeners(async_event_kind kind) const {
+    std::lock_guard lock(mu_);
+    std::vector<async_listener> out;
+    for (const auto& [k, l] : listeners_) {
+        if (k == kind) {
+            out.push_back(l);
+        }
+    }
+    return out;
+}
+
+bool async_state::claim_on_complete() noexcept {
+    std::lock_guard lock(mu_);
+    if (on_complete_fired_) {
+        return false;
+    }
+    on_complete_fired_ = true;
+    set_phase(async_phase::done);
+    return true;
+}
+
+void async_state::detach() noexcept {
+    // Loop thread; the posted tasks that read host_ run on the same thread.
+    host_ = nullptr;
+}
+
+std::chrono::milliseconds async_state::timeout() const noexcept {
+    std::lock_guard lock(mu_);
+    return timeout_;
+}
+
+int async_state::timeout_status() const noexcept {
+    std::lock_guard lock(mu_);
+    return timeout_status_;
+}
+
+} // namespace sluice::detail

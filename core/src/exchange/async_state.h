@@ -1,0 +1,157 @@
+// The async state machine of one exchange, written once for every backend.
+//
+// Tomcat's AsyncStateMachine has 13 states because its transitions run on foreign
+// threads. Here a foreign thread only ever does one thing: win (or lose) a
+// transition under the state's mutex and post the follow-up to the exchange's loop.
+// Everything else — timers, listeners, sending, re-dispatch, freeing — runs on the
+// loop thread. The states:
+//
+//                      start_async()
+//        [idle] ------------------------> [started]  (the handler is still running)
+//          ^                                |   |
+//          | handler returns                |   | complete()/resume() while the handler runs:
+//          | without start_async            |   | recorded, applied when it returns (deferral)
+//          | (sync: send, done)             |   v
+//          |                                |  [started_complete] / [started_resume]
+//          |                 handler returns|          | handler returns
+//          |                                v          v
+//          |                           [suspended] ---> [completing] --(loop sends)--> [done]
+//          |                             |  |  |  complete()
+//          |                             |  |  +------------> [resuming] --(loop)-+
+//          |                             |  |        resume()                      |
+//          +-----------------------------|--|--------------------------------------+ re-dispatch
+//                                        |  |                                        (handler runs again)
+//                              timeout   |  | client gone / write failed / shutdown
+//                                        v  +-------------------------------------------> [done]
+//                                  [timing_out]  on_timeout listeners run;                on_error,
+//                                    |   |       they may complete() or resume()          on_complete
+//                   nobody completed |   +--> [completing] / [resuming]
+//                                    v
+//                 [done] (timeout status: 503, or the route's choice)
+//
+// Exactly one of complete / timeout / error reaches [done]; a later call returns false.
+// on_complete runs exactly once, when the exchange is released (done or not: a
+// completing exchange whose connection died still reports, with the error).
+#pragma once
+
+#include <any>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <sluice/async_context.h>
+#include <sluice/response.h>
+
+#include "loop/loop_port.h"
+
+namespace sluice::detail {
+
+enum class async_phase : std::uint8_t {
+    idle,             ///< no async in the current dispatch
+    started,          ///< start_async() called, the handler has not returned yet
+    started_complete, ///< ... and complete() was called (deferred)
+    started_resume,   ///< ... and resume() was called (deferred)
+    suspended,        ///< the handler returned; waiting for complete / resume / timeout / error
+    completing,       ///< complete() won; the loop will send the response
+    resuming,         ///< resume() won; the loop will dispatch the handler again
+    timing_out,       ///< the timeout won; on_timeout listeners are running on the loop
+    done,             ///< terminal
+};
+
+const char* to_string(async_phase p) noexcept;
+
+/// The connection side of an async exchange; called on the loop thread only.
+class async_host {
+public:
+    /// The state moved to completing or resuming from a foreign thread or a listener; the host
+    /// acts on it (send or re-dispatch) when the posted task runs.
+    virtual void on_async_signal(std::uint64_t generation) noexcept = 0;
+    /// The timeout was changed from a foreign thread; re-arm with state.timeout().
+    virtual void on_async_timeout_changed(std::uint64_t generation) noexcept = 0;
+
+protected:
+    ~async_host() = default;
+};
+
+class async_state {
+public:
+    async_state(std::shared_ptr<loop_port> port, async_host* host, std::uint64_t generation) noexcept
+        : port_(std::move(port)), host_(host), generation_(generation) {}
+    async_state(const async_state&) = delete;
+    async_state& operator=(const async_state&) = delete;
+
+    void retain() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+    void release() noexcept {
+        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            delete this;
+        }
+    }
+
+    // --- any thread (async_context) ---
+    bool complete(std::optional<response> r) noexcept;
+    bool resume() noexcept;
+    bool set_timeout(std::chrono::milliseconds t) noexcept;
+    bool set_timeout_status(int status) noexcept;
+    bool add_listener(async_event_kind kind, async_listener l);
+    void set_attribute(std::string name, std::any value);
+    std::any attribute(std::string_view name) const;
+    bool is_done() const noexcept { return done_.load(std::memory_order_acquire); }
+
+    // --- loop thread (the connection) ---
+    /// start_async() in the running handler. False if already done.
+    bool start(std::chrono::milliseconds timeout) noexcept;
+    /// The handler returned: what to do now.
+    enum class after_dispatch { finish, suspend, complete, resume };
+    after_dispatch handler_returned() noexcept;
+    /// Loop-side reading of a signal posted by a foreign thread: completing or resuming.
+    async_phase phase() const noexcept;
+    /// completing -> done (the response goes out); `handed` receives the response passed to
+    /// complete(response), or stays empty for complete(). False if not completing.
+    bool take_completion(std::optional<response>& handed) noexcept;
+    /// resuming -> idle, ready for the handler to run again.
+    bool begin_resume() noexcept;
+    /// suspended -> timing_out; false if something else won.
+    bool begin_timeout() noexcept;
+    /// timing_out -> done; false if a listener completed or resumed.
+    bool finish_timeout() noexcept;
+    /// Any non-terminal phase -> done with an error; false if already done or completing
+    /// (then the completion owns the outcome).
+    bool fail() noexcept;
+    /// Listeners of one kind, in registration order (loop thread; the list is copied out).
+    std::vector<async_listener> listeners(async_event_kind kind) const;
+    /// Marks on_complete as fired; true the first time.
+    bool claim_on_complete() noexcept;
+    /// The exchange is gone: the host may not be called any more.
+    void detach() noexcept;
+
+    std::chrono::milliseconds timeout() const noexcept;
+    int timeout_status() const noexcept;
+    std::uint64_t generation() const noexcept { return generation_; }
+    async_host* host() const noexcept { return host_; }
+
+private:
+    ~async_state() = default;
+    bool post_signal(void (async_host::*signal)(std::uint64_t) noexcept) noexcept;
+    void set_phase(async_phase p) noexcept;
+
+    mutable std::mutex mu_;
+    std::atomic<std::uint32_t> refs_{1};
+    std::atomic<bool> done_{false};
+    async_phase phase_ = async_phase::idle;
+    bool on_complete_fired_ = false;
+    int timeout_status_ = 503;
+    std::chrono::milliseconds timeout_{0};
+    std::optional<response> handed_;
+    std::vector<std::pair<std::string, std::any>> attributes_;
+    std::vector<std::pair<async_event_kind, async_listener>> listeners_;
+    std::shared_ptr<loop_port> port_;
+    async_host* host_; // loop thread only; null once detached
+    std::uint64_t generation_;
+};
+
+} // namespace sluice::detail
