@@ -1,0 +1,859 @@
+#include "server/connection.h"
+
+#include <cerrno>
+#include <exception>
+
+#include <sluice/error.h>
+
+#include "exchange/exchange_access.h"
+#include "http/request_builder.h"
+#include "http/response_access.h"
+#include "server/loop_context.h"
+#include "server/worker_pool.h"
+
+namespace sluice::detail {
+
+namespace {
+
+// Unparsed input kept while an exchange is busy; past it, receiving pauses (backpressure
+// against a client that pipelines without reading).
+constexpr std::size_t max_buffered_input = 64 * 1024;
+// Queued output past which no further pipelined request is parsed until some is sent.
+constexpr std::size_t max_buffered_output = 256 * 1024;
+
+sluice::request& request_of(exchange& ex) noexcept {
+    return exchange_access::request(ex);
+}
+
+} // namespace
+
+connection::connection(loop_context& lc, int fd, std::string_view peer)
+    : lc_(lc), fd_(fd), session_(http::session_limits{lc.server.cfg.limits.max_header_bytes,
+                                                      lc.server.cfg.limits.max_body_bytes}),
+      deadline_timer_(&on_deadline_timer, this), async_timer_(&on_async_timer, this), peer_(peer) {
+    lc_.add(this);
+    lc_.loop.retain();
+    lc_.counters.add(lc_.counters.open, 1);
+}
+
+connection::~connection() {
+    lc_.give_buffer(in_);
+    lc_.give_buffer(out_);
+    lc_.give_buffer(out_next_);
+}
+
+void connection::start() {
+    recv_armed_ = true;
+    if (lc_.loop.driver().recv(fd_, this) < 0) {
+        recv_armed_ = false;
+        close_now();
+        return;
+    }
+    refresh_deadline();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input
+
+void connection::on_io(const io::completion& c) noexcept {
+    switch (c.kind) {
+    case io::op::recv:
+        on_recv(c);
+        break;
+    case io::op::send:
+        on_sent(c);
+        break;
+    case io::op::close:
+        on_closed();
+        break;
+    case io::op::accept:
+    case io::op::connect:
+        break;
+    }
+}
+
+void connection::on_recv(const io::completion& c) noexcept {
+    if (!c.more) {
+        recv_armed_ = false;
+    }
+    if (state_ == state::closing) {
+        return;
+    }
+    if (c.result > 0) {
+        std::string_view data(c.data, static_cast<std::size_t>(c.result));
+        if (state_ == state::reading && !in_process_input_ && in_off_ == in_.size() && !close_after_flush_) {
+            // Fast path: parse straight from the driver's buffer; keep only what is left over.
+            data.remove_prefix(parse_from(data));
+        }
+        if (!data.empty() && state_ != state::closing) {
+            if (in_.capacity() == 0) {
+                in_ = lc_.take_buffer();
+            }
+            in_.append(data);
+        }
+        if (state_ == state::closing) {
+            return;
+        }
+        if (in_.size() - in_off_ > max_buffered_input && !recv_paused_) {
+            recv_paused_ = true;
+            lc_.loop.driver().pause_recv(fd_, this);
+        }
+        refresh_deadline();
+    } else if (c.result == 0) {
+        peer_gone(exchange_errc::client_disconnected);
+        return;
+    } else if (c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN && c.result != -EINTR) {
+        peer_gone(exchange_errc::client_disconnected);
+        return;
+    }
+    // The driver stopped receiving (buffer shortage, or the end of a pause): re-arm unless we
+    // asked for the pause.
+    if (!recv_armed_ && !recv_paused_ && !peer_closed_ && state_ != state::closing) {
+        recv_armed_ = true;
+        if (lc_.loop.driver().recv(fd_, this) < 0) {
+            recv_armed_ = false;
+            peer_gone(exchange_errc::client_disconnected);
+        }
+    }
+}
+
+std::size_t connection::parse_from(std::string_view data) noexcept {
+    in_process_input_ = true;
+    std::size_t off = 0;
+    while (off < data.size() && state_ == state::reading && !close_after_flush_ &&
+           out_next_.size() < max_buffered_output) {
+        if (!ex_) {
+            acquire_exchange();
+        }
+        http::feed_result r;
+        try {
+            r = session_.feed(data.substr(off), request_of(*ex_));
+        } catch (const std::bad_alloc&) {
+            session_.fail(503, "out of memory");
+            r.status = http::feed_status::failed;
+        }
+        off += r.consumed;
+        if (session_.take_continue()) {
+            out_next_.append(http::continue_response());
+            schedule_flush();
+        }
+        if (r.status == http::feed_status::request_ready) {
+            on_request_ready();
+            continue;
+        }
+        if (r.status == http::feed_status::failed) {
+            queue_error(session_.error_status(), session_.error_reason());
+        }
+        break;
+    }
+    in_process_input_ = false;
+    return off;
+}
+
+void connection::process_input() noexcept {
+    if (in_process_input_ || state_ != state::reading) {
+        return;
+    }
+    if (in_off_ < in_.size()) {
+        in_off_ += parse_from(std::string_view(in_).substr(in_off_));
+    }
+    if (in_off_ == in_.size()) {
+        in_.clear();
+        in_off_ = 0;
+    }
+    if (recv_paused_ && in_.size() - in_off_ <= max_buffered_input / 2 && state_ != state::closing) {
+        recv_paused_ = false;
+        if (!recv_armed_ && !peer_closed_) {
+            recv_armed_ = true;
+            if (lc_.loop.driver().recv(fd_, this) < 0) {
+                recv_armed_ = false;
+            }
+        }
+    }
+    trim_buffers();
+    refresh_deadline();
+}
+
+void connection::acquire_exchange() noexcept {
+    ex_ = lc_.take_exchange();
+    exchange_access::bind(*ex_, lc_.loop.executor(), this, ++generation_, lc_.server.cfg.async_timeout_ms);
+    request_builder(request_of(*ex_)).set_remote_address(peer_);
+    lc_.counters.add(lc_.counters.exchanges_live, 1);
+}
+
+void connection::on_request_ready() noexcept {
+    state_ = state::dispatching;
+    lc_.counters.add(lc_.counters.requests, 1);
+    refresh_deadline();
+    auto& req = request_of(*ex_);
+    auto m = lc_.server.routes.match(req.method(), req.path(), lc_.params);
+    if (m.status != 0) {
+        auto& res = ex_->response();
+        res.status(m.status);
+        if (m.status == 405) {
+            res.header("Allow", m.allow);
+        }
+        res.text(std::string(reason_phrase(m.status)) + "\n");
+        finish_exchange({});
+        return;
+    }
+    bool params_ok = false;
+    try {
+        params_ok = request_builder(req).set_path_params(lc_.params);
+    } catch (const std::bad_alloc&) {
+    }
+    if (!params_ok) {
+        ex_->response().status(400).text("Bad Request: malformed escape in the path\n");
+        finish_exchange({});
+        return;
+    }
+    handler_ = m.target;
+    dispatch();
+}
+
+void connection::peer_gone(std::error_code why) noexcept {
+    peer_closed_ = true;
+    switch (state_) {
+    case state::reading:
+        // A request cut short has nobody to answer; responses already queued still go out
+        // (the peer may only have shut down its sending side).
+        if (output_idle()) {
+            close_now();
+        } else {
+            close_after_flush_ = true;
+        }
+        break;
+    case state::dispatching:
+        // A pool worker runs the handler: act when it returns.
+        pending_error_ = why;
+        break;
+    case state::suspended:
+        abort_exchange(why);
+        break;
+    case state::closing:
+        break;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exchanges
+
+void connection::dispatch() noexcept {
+    state_ = state::dispatching;
+    if (lc_.server.cfg.dispatch == dispatch_mode::pool && lc_.server.workers != nullptr) {
+        exchange_access::begin_dispatch(*ex_);
+        const bool submitted = lc_.server.workers->submit([this] {
+            run_handler();
+            // Posting back orders the handler's writes before the loop reads the exchange.
+            if (!lc_.loop.port().post([this] { on_worker_returned(); })) {
+                // The loop is gone only after every connection closed, which waits for us.
+                std::terminate();
+            }
+        });
+        if (submitted) {
+            return;
+        }
+        // The pool is stopping: answer here rather than drop the request.
+        ex_->response().status(503).text("Service Unavailable: shutting down\n");
+        close_after_flush_ = true;
+        finish_exchange(exchange_errc::shutting_down);
+        return;
+    }
+    do {
+        exchange_access::begin_dispatch(*ex_);
+        run_handler();
+    } while (after_handler());
+}
+
+void connection::on_worker_returned() noexcept {
+    if (after_handler()) {
+        dispatch();
+    }
+}
+
+void connection::run_handler() noexcept {
+    handler_threw_ = false;
+    try {
+        (*handler_)(*ex_);
+    } catch (const std::exception& e) {
+        handler_threw_ = true;
+        lc_.server.log.error("handler for {} {} threw: {}", request_of(*ex_).method(),
+                             request_of(*ex_).path(), e.what());
+    } catch (...) {
+        handler_threw_ = true;
+        lc_.server.log.error("handler for {} {} threw a non-exception", request_of(*ex_).method(),
+                             request_of(*ex_).path());
+    }
+}
+
+bool connection::after_handler() noexcept {
+    async_state* st = exchange_access::state(*ex_);
+    if (handler_threw_) {
+        if (st != nullptr && st->fail()) {
+            fire(async_event_kind::error, exchange_errc::handler_threw);
+        }
+        auto& res = ex_->response();
+        if (!response_access::is_head_sent(res)) {
+            res.clear();
+            res.status(500).text("Internal Server Error\n");
+        }
+        close_after_flush_ = close_after_flush_ || response_access::is_head_sent(res);
+        finish_exchange(exchange_errc::handler_threw);
+        return false;
+    }
+    if (pending_error_) {
+        // The client left while a worker ran the handler.
+        if (st != nullptr) {
+            (void)st->handler_returned();
+        }
+        abort_exchange(pending_error_);
+        return false;
+    }
+    if (st == nullptr) {
+        finish_exchange({});
+        return false;
+    }
+    switch (st->handler_returned()) {
+    case async_state::after_dispatch::finish:
+        finish_exchange({});
+        return false;
+    case async_state::after_dispatch::suspend:
+        suspend();
+        return false;
+    case async_state::after_dispatch::complete: {
+        std::optional<response> handed;
+        if (st->take_completion(handed) && handed) {
+            ex_->response() = std::move(*handed);
+        }
+        finish_exchange({});
+        return false;
+    }
+    case async_state::after_dispatch::resume:
+        return st->begin_resume();
+    }
+    return false;
+}
+
+void connection::suspend() noexcept {
+    state_ = state::suspended;
+    lc_.counters.add(lc_.counters.suspended, 1);
+    async_state* st = exchange_access::state(*ex_);
+    const auto timeout = st->timeout();
+    if (timeout.count() > 0) {
+        lc_.loop.arm_after(async_timer_, timeout);
+    }
+    if (ex_->response().is_streaming()) {
+        queue_stream_part();
+    }
+    if (shutting_down_) {
+        abort_exchange(exchange_errc::shutting_down);
+    } else if (peer_closed_) {
+        abort_exchange(exchange_errc::client_disconnected);
+    } else {
+        refresh_deadline();
+    }
+}
+
+void connection::leave_suspended() noexcept {
+    state_ = state::dispatching;
+    lc_.counters.add(lc_.counters.suspended, -1);
+    lc_.loop.cancel(async_timer_);
+}
+
+void connection::on_async_signal(std::uint64_t generation) noexcept {
+    if (state_ == state::suspended && ex_ && generation == generation_) {
+        handle_signal();
+    }
+}
+
+void connection::handle_signal() noexcept {
+    async_state* st = exchange_access::state(*ex_);
+    switch (st->phase()) {
+    case async_phase::completing: {
+        std::optional<response> handed;
+        if (!st->take_completion(handed)) {
+            return;
+        }
+        leave_suspended();
+        auto& res = ex_->response();
+        if (handed) {
+            if (response_access::is_head_sent(res)) {
+                // The stream's head is out: the handed response can only add its body.
+                res.write(handed->body());
+            } else {
+                res = std::move(*handed);
+            }
+        }
+        finish_exchange({});
+        return;
+    }
+    case async_phase::resuming:
+        if (st->begin_resume()) {
+            leave_suspended();
+            dispatch();
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+void connection::on_async_timeout_changed(std::uint64_t generation) noexcept {
+    if (state_ != state::suspended || !ex_ || generation != generation_) {
+        return;
+    }
+    const auto timeout = exchange_access::state(*ex_)->timeout();
+    if (timeout.count() > 0) {
+        lc_.loop.arm_after(async_timer_, timeout);
+    } else {
+        lc_.loop.cancel(async_timer_);
+    }
+}
+
+void connection::on_async_timer(timer& t) noexcept {
+    static_cast<connection*>(t.ctx)->on_async_timeout();
+}
+
+void connection::on_async_timeout() noexcept {
+    if (state_ != state::suspended) {
+        return;
+    }
+    async_state* st = exchange_access::state(*ex_);
+    if (!st->begin_timeout()) {
+        return; // a completion or resume won the race; its signal is on the way
+    }
+    fire(async_event_kind::timeout, exchange_errc::timed_out);
+    if (state_ != state::suspended) {
+        return; // a listener stopped the server or the connection
+    }
+    if (!st->finish_timeout()) {
+        handle_signal(); // a listener completed or resumed
+        return;
+    }
+    leave_suspended();
+    auto& res = ex_->response();
+    if (response_access::is_head_sent(res)) {
+        close_after_flush_ = true; // a stream cut short: end it and close, the status is out
+    } else {
+        res.clear();
+        const int status = st->timeout_status();
+        res.status(status).text(std::string(reason_phrase(status)) + ": the request timed out\n");
+    }
+    finish_exchange(exchange_errc::timed_out);
+}
+
+bool connection::decide_keep_alive() const noexcept {
+    const auto& req = request_of(*ex_);
+    const auto& limits = lc_.server.cfg.limits;
+    if (!req.keep_alive() || close_after_flush_ || peer_closed_ || shutting_down_ || lc_.loop.stopping()) {
+        return false;
+    }
+    if (limits.max_keepalive_requests != 0 && served_ + 1 >= limits.max_keepalive_requests) {
+        return false;
+    }
+    if (lc_.server.keepalive_pressure.load(std::memory_order_relaxed)) {
+        return false;
+    }
+    if (auto c = ex_->response().header("Connection"); c && iequals(*c, "close")) {
+        return false;
+    }
+    return true;
+}
+
+void connection::queue_stream_part() noexcept {
+    auto& res = ex_->response();
+    const auto& req = request_of(*ex_);
+    http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+    try {
+        if (out_next_.capacity() == 0) {
+            out_next_ = lc_.take_buffer();
+        }
+        if (!response_access::is_head_sent(res)) {
+            // HTTP/1.0 has no chunked coding: the stream ends by closing.
+            f.keep_alive = decide_keep_alive() && req.version() == http_version{1, 1};
+            stream_keep_alive_ = f.keep_alive;
+            http::serialize_stream_head(res, f, lc_.date(), out_next_);
+            response_access::mark_head_sent(res);
+        }
+        if (!res.body().empty()) {
+            if (!f.head_request) {
+                http::serialize_chunk(res.body(), f, out_next_);
+            }
+            res.body().clear();
+        }
+    } catch (const std::bad_alloc&) {
+        close_after_flush_ = true;
+    }
+    schedule_flush();
+}
+
+void connection::finish_exchange(std::error_code outcome) noexcept {
+    auto& res = ex_->response();
+    const auto& req = request_of(*ex_);
+    bool keep_alive = false;
+    try {
+        if (out_next_.capacity() == 0) {
+            out_next_ = lc_.take_buffer();
+        }
+        if (res.is_streaming()) {
+            queue_stream_part();
+            http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+            if (!f.head_request) {
+                http::serialize_stream_end(f, out_next_);
+            }
+            keep_alive = stream_keep_alive_ && !close_after_flush_;
+        } else {
+            keep_alive = decide_keep_alive();
+            http::response_framing f{req.version(), req.method() == "HEAD", keep_alive};
+            http::serialize_response(res, f, lc_.date(), out_next_);
+        }
+    } catch (const std::bad_alloc&) {
+        keep_alive = false;
+    }
+    if (!keep_alive) {
+        close_after_flush_ = true;
+    }
+    release_exchange(outcome);
+    session_.next_request();
+    ++served_;
+    state_ = state::reading;
+    if (pending_error_ || shutting_down_) {
+        close_after_flush_ = true;
+    }
+    schedule_flush();
+    process_input();
+}
+
+void connection::abort_exchange(std::error_code why) noexcept {
+    if (state_ == state::suspended) {
+        leave_suspended();
+    }
+    if (ex_) {
+        async_state* st = exchange_access::state(*ex_);
+        if (st != nullptr && st->fail()) {
+            fire(async_event_kind::error, why);
+        }
+        release_exchange(why);
+    }
+    state_ = state::reading;
+    close_now();
+}
+
+void connection::release_exchange(std::error_code outcome) noexcept {
+    if (async_state* st = exchange_access::state(*ex_); st != nullptr) {
+        lc_.loop.cancel(async_timer_);
+        if (st->claim_on_complete()) {
+            fire(async_event_kind::complete, outcome);
+        }
+    }
+    exchange_access::reset(*ex_);
+    lc_.give_exchange(std::move(ex_));
+    lc_.counters.add(lc_.counters.exchanges_live, -1);
+    handler_ = nullptr;
+    pending_error_ = {};
+}
+
+void connection::fire(async_event_kind kind, std::error_code error) noexcept {
+    async_state* st = exchange_access::state(*ex_);
+    try {
+        auto listeners = st->listeners(kind);
+        if (listeners.empty()) {
+            return;
+        }
+        st->retain();
+        async_event ev{kind, error, async_context(st)};
+        for (auto& l : listeners) {
+            try {
+                l(ev);
+            } catch (const std::exception& e) {
+                lc_.server.log.error("async listener threw: {}", e.what());
+            } catch (...) {
+                lc_.server.log.error("async listener threw a non-exception");
+            }
+        }
+    } catch (const std::bad_alloc&) {
+        lc_.server.log.error("out of memory running async listeners");
+    }
+}
+
+void connection::queue_error(int status, std::string_view reason) noexcept {
+    // The request is unusable: answer, then close (RFC 9112 §9.6 leaves no way to resync).
+    http_version v = ex_ ? request_of(*ex_).version() : http_version{1, 1};
+    if (v.major != 1) {
+        v = {1, 1};
+    }
+    try {
+        if (out_next_.capacity() == 0) {
+            out_next_ = lc_.take_buffer();
+        }
+        http::serialize_error(status, reason, v, lc_.date(), out_next_);
+    } catch (const std::bad_alloc&) {
+    }
+    lc_.server.log.debug("{}: {} {}", peer_, status, reason);
+    if (ex_) {
+        release_exchange({});
+    }
+    close_after_flush_ = true;
+    schedule_flush();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+void connection::schedule_flush() noexcept {
+    if (state_ != state::closing) {
+        lc_.loop.defer(*this);
+    }
+}
+
+void connection::run_deferred() noexcept {
+    start_send();
+}
+
+void connection::start_send() noexcept {
+    if (sending_ || state_ == state::closing) {
+        return;
+    }
+    if (out_next_.empty()) {
+        if (close_after_flush_ && state_ == state::reading) {
+            close_now();
+        }
+        return;
+    }
+    out_.swap(out_next_);
+    out_off_ = 0;
+    iov_ = {out_.data(), out_.size()};
+    sending_ = true;
+    if (lc_.loop.driver().send(fd_, &iov_, 1, this) < 0) {
+        sending_ = false;
+        peer_gone(exchange_errc::write_failed);
+        return;
+    }
+    set_deadline(deadline_kind::write);
+}
+
+void connection::on_sent(const io::completion& c) noexcept {
+    sending_ = false;
+    if (state_ == state::closing) {
+        return;
+    }
+    if (c.result < 0) {
+        peer_closed_ = true;
+        if (state_ == state::suspended) {
+            abort_exchange(exchange_errc::write_failed);
+        } else if (state_ == state::dispatching) {
+            pending_error_ = exchange_errc::write_failed;
+        } else {
+            close_now();
+        }
+        return;
+    }
+    out_off_ += static_cast<std::size_t>(c.result);
+    if (out_off_ < out_.size()) {
+        iov_ = {out_.data() + out_off_, out_.size() - out_off_};
+        sending_ = true;
+        if (lc_.loop.driver().send(fd_, &iov_, 1, this) < 0) {
+            sending_ = false;
+            close_now();
+            return;
+        }
+        set_deadline(deadline_kind::write); // progress: the write deadline starts again
+        return;
+    }
+    out_.clear();
+    out_off_ = 0;
+    if (!out_next_.empty()) {
+        start_send();
+        return;
+    }
+    if (close_after_flush_ && state_ == state::reading) {
+        close_now();
+        return;
+    }
+    deadline_kind_ = deadline_kind::none;
+    process_input(); // output was the bottleneck, or there is simply nothing to do
+}
+
+void connection::trim_buffers() noexcept {
+    // An idle connection holds no buffers: they go back to the loop's pool.
+    if (!sending_ && out_.empty()) {
+        lc_.give_buffer(out_);
+    }
+    if (out_next_.empty()) {
+        lc_.give_buffer(out_next_);
+    }
+    if (in_.empty()) {
+        lc_.give_buffer(in_);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deadlines
+
+void connection::refresh_deadline() noexcept {
+    if (state_ == state::closing) {
+        return;
+    }
+    if (sending_) {
+        return; // the write deadline runs
+    }
+    deadline_kind want = deadline_kind::none;
+    if (state_ == state::reading) {
+        switch (session_.current_phase()) {
+        case http::phase::idle:
+            want = served_ == 0 ? deadline_kind::first_request : deadline_kind::idle;
+            break;
+        case http::phase::head:
+            want = deadline_kind::head;
+            break;
+        case http::phase::body:
+            want = deadline_kind::body;
+            break;
+        case http::phase::ready:
+        case http::phase::failed:
+            break;
+        }
+    }
+    // A head or body deadline runs from the first byte of that part, however slowly the rest
+    // trickles in (slowloris); the first request's wait counts as receiving its head.
+    const bool continues = want == deadline_kind_ ||
+                           (want == deadline_kind::head && deadline_kind_ == deadline_kind::first_request);
+    if (!continues) {
+        set_deadline(want);
+    }
+}
+
+void connection::set_deadline(deadline_kind kind) noexcept {
+    const auto& l = lc_.server.cfg.limits;
+    std::uint32_t ms = 0;
+    switch (kind) {
+    case deadline_kind::none:
+        break;
+    case deadline_kind::first_request:
+    case deadline_kind::head:
+        ms = l.header_timeout_ms;
+        break;
+    case deadline_kind::idle:
+        ms = l.idle_timeout_ms;
+        break;
+    case deadline_kind::body:
+        ms = l.body_timeout_ms;
+        break;
+    case deadline_kind::write:
+        ms = l.write_timeout_ms;
+        break;
+    }
+    deadline_kind_ = kind;
+    if (ms == 0) {
+        deadline_ = {};
+        return;
+    }
+    deadline_ = lc_.loop.now() + std::chrono::milliseconds(ms);
+    if (!deadline_timer_.armed() || deadline_timer_.when > deadline_) {
+        lc_.loop.arm(deadline_timer_, deadline_);
+    }
+}
+
+void connection::on_deadline_timer(timer& t) noexcept {
+    static_cast<connection*>(t.ctx)->on_deadline();
+}
+
+void connection::on_deadline() noexcept {
+    if (state_ == state::closing || deadline_ == clock::time_point{}) {
+        return;
+    }
+    if (lc_.loop.now() < deadline_) {
+        lc_.loop.arm(deadline_timer_, deadline_); // the deadline moved later meanwhile
+        return;
+    }
+    const deadline_kind kind = deadline_kind_;
+    deadline_ = {};
+    deadline_kind_ = deadline_kind::none;
+    switch (kind) {
+    case deadline_kind::head:
+    case deadline_kind::body:
+        if (state_ == state::reading && output_idle()) {
+            session_.fail(408, "the request was not received in time");
+            queue_error(408, session_.error_reason());
+            return;
+        }
+        close_now();
+        return;
+    case deadline_kind::first_request:
+    case deadline_kind::idle:
+        if (state_ == state::reading && output_idle()) {
+            close_now(); // nothing was asked: nothing to answer
+        }
+        return;
+    case deadline_kind::write:
+        if (state_ == state::suspended) {
+            abort_exchange(exchange_errc::write_failed);
+        } else if (state_ == state::dispatching) {
+            pending_error_ = exchange_errc::write_failed;
+        } else {
+            close_now();
+        }
+        return;
+    case deadline_kind::none:
+        return;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shutdown and close
+
+void connection::shutdown() noexcept {
+    shutting_down_ = true;
+    switch (state_) {
+    case state::reading:
+        if (output_idle()) {
+            close_now();
+        } else {
+            close_after_flush_ = true;
+        }
+        break;
+    case state::suspended:
+        abort_exchange(exchange_errc::shutting_down);
+        break;
+    case state::dispatching:
+        close_after_flush_ = true; // the response in the making will say Connection: close
+        break;
+    case state::closing:
+        break;
+    }
+}
+
+void connection::close_now() noexcept {
+    if (state_ == state::closing) {
+        return;
+    }
+    if (state_ == state::dispatching) {
+        // A worker holds the exchange; closing waits for it (after_handler sees the error).
+        if (!pending_error_) {
+            pending_error_ = exchange_errc::client_disconnected;
+        }
+        return;
+    }
+    if (state_ == state::suspended) {
+        abort_exchange(exchange_errc::client_disconnected);
+        return;
+    }
+    if (ex_) {
+        release_exchange(exchange_errc::client_disconnected);
+    }
+    state_ = state::closing;
+    lc_.loop.cancel(deadline_timer_);
+    lc_.loop.cancel(async_timer_);
+    lc_.loop.driver().close(fd_, this);
+}
+
+void connection::on_closed() noexcept {
+    lc_.remove(this);
+    lc_.counters.add(lc_.counters.open, -1);
+    lc_.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
+    detail::loop& l = lc_.loop;
+    delete this;
+    l.release();
+}
+
+} // namespace sluice::detail

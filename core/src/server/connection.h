@@ -1,0 +1,140 @@
+// One accepted HTTP/1.1 connection: drives the sans-I/O session over the backend
+// and runs each exchange through its lifecycle (docs/lifecycle.md).
+//
+//                  request ready                handler returns (sync, or
+//   [reading] -----------------------> [dispatching] -- complete pending) --> finish --+
+//      ^  ^                                 |                                          |
+//      |  |                                 | handler returns after start_async()      |
+//      |  |                                 v                                          |
+//      |  |                           [suspended] -- complete / timeout / error -------+
+//      |  |                                 |                                          |
+//      |  |                                 +-- resume --> [dispatching] (again)       |
+//      |  +----------------------------------------------------------------------------+
+//      |                  (keep-alive: the next pipelined request is parsed at once;
+//      |                   responses are queued in order and flushed once per iteration)
+//      +-- any state --> [closing] --(driver's op::close)--> freed
+//
+// Everything here runs on the connection's loop thread. With dispatch = pool the
+// handler runs on a worker while the connection stays in [dispatching]; nothing
+// touches the exchange then, and a disconnect seen meanwhile is acted on when the
+// handler returns.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include <sluice/exchange.h>
+#include <sluice/handler.h>
+
+#include "exchange/async_state.h"
+#include "http/server_session.h"
+#include "loop/loop.h"
+
+namespace sluice::detail {
+
+class loop_context;
+
+class connection final : public io_handler, public async_host, public deferred {
+public:
+    connection(loop_context& lc, int fd, std::string_view peer);
+    ~connection();
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    /// Arms receiving and the first deadline.
+    void start();
+    /// Server stop: ends a suspended exchange (shutting_down), closes as soon as nothing is owed.
+    void shutdown() noexcept;
+
+    void on_io(const io::completion& c) noexcept override;
+    void on_async_signal(std::uint64_t generation) noexcept override;
+    void on_async_timeout_changed(std::uint64_t generation) noexcept override;
+    void run_deferred() noexcept override;
+
+    std::uint32_t slot = 0; ///< index in loop_context::connections()
+
+private:
+    enum class state : std::uint8_t { reading, dispatching, suspended, closing };
+    enum class deadline_kind : std::uint8_t { none, first_request, idle, head, body, write };
+
+    // Input.
+    void on_recv(const io::completion& c) noexcept;
+    void process_input() noexcept;
+    std::size_t parse_from(std::string_view data) noexcept;
+    void acquire_exchange() noexcept;
+    void on_request_ready() noexcept;
+    void peer_gone(std::error_code why) noexcept;
+
+    // Exchanges.
+    void dispatch() noexcept;
+    void run_handler() noexcept;
+    bool after_handler() noexcept; // true: dispatch again (resume)
+    void on_worker_returned() noexcept;
+    void suspend() noexcept;
+    void leave_suspended() noexcept;
+    void handle_signal() noexcept;
+    void finish_exchange(std::error_code outcome) noexcept;
+    void abort_exchange(std::error_code why) noexcept;
+    void release_exchange(std::error_code outcome) noexcept;
+    void fire(async_event_kind kind, std::error_code error) noexcept;
+    bool decide_keep_alive() const noexcept;
+    void queue_error(int status, std::string_view reason) noexcept;
+    void queue_stream_part() noexcept;
+
+    // Output.
+    void schedule_flush() noexcept;
+    void start_send() noexcept;
+    void on_sent(const io::completion& c) noexcept;
+    bool output_idle() const noexcept { return !sending_ && out_next_.empty(); }
+
+    // Deadlines: one armed timer, moved lazily (re-armed only when a deadline comes earlier).
+    void refresh_deadline() noexcept;
+    void set_deadline(deadline_kind kind) noexcept;
+    void on_deadline() noexcept;
+    static void on_deadline_timer(timer& t) noexcept;
+    static void on_async_timer(timer& t) noexcept;
+    void on_async_timeout() noexcept;
+
+    void close_now() noexcept;
+    void on_closed() noexcept;
+    void trim_buffers() noexcept;
+
+    loop_context& lc_;
+    int fd_;
+    http::server_session session_;
+    std::unique_ptr<exchange> ex_;
+    const sluice::handler* handler_ = nullptr;
+    std::uint64_t generation_ = 0;
+    std::uint32_t served_ = 0;
+    state state_ = state::reading;
+
+    std::string in_;          // received, not parsed yet (pipelined or awaiting a busy exchange)
+    std::size_t in_off_ = 0;  // parsed prefix of in_
+    std::string out_;         // being sent (frozen while sending_)
+    std::size_t out_off_ = 0; // sent prefix of out_
+    std::string out_next_;    // queued behind out_
+    iovec iov_{};
+
+    timer deadline_timer_;
+    clock::time_point deadline_{};
+    deadline_kind deadline_kind_ = deadline_kind::none;
+    timer async_timer_;
+    std::string peer_;
+
+    std::error_code pending_error_; // seen while a pool worker ran the handler
+    bool sending_ = false;
+    bool recv_paused_ = false;
+    bool peer_closed_ = false;
+    bool close_after_flush_ = false;
+    bool in_process_input_ = false;
+    bool stream_keep_alive_ = true; // a streaming response fixed its framing when its head went out
+    bool recv_armed_ = false;
+    bool shutting_down_ = false;
+    bool handler_threw_ = false; // written by the handler's thread, read after it returned
+};
+
+} // namespace sluice::detail

@@ -1,0 +1,108 @@
+#include "server/listener.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "server/connection.h"
+#include "server/loop_context.h"
+#include "server/socket_util.h"
+
+namespace sluice::detail {
+
+listener::listener(detail::loop& l, int fd, sink s)
+    : loop_(l), fd_(fd), sink_(std::move(s)), retry_(&on_retry, this) {
+    loop_.retain();
+}
+
+listener::~listener() {
+    loop_.cancel(retry_);
+    if (!closed_) {
+        ::close(fd_);
+        loop_.release();
+    }
+}
+
+bool listener::start() {
+    const int rc = loop_.driver().accept(fd_, this);
+    if (rc < 0) {
+        loop_.log().error("loop {}: cannot accept: {}", loop_.index(), std::strerror(-rc));
+        return false;
+    }
+    return true;
+}
+
+void listener::close() noexcept {
+    if (closing_) {
+        return;
+    }
+    closing_ = true;
+    loop_.cancel(retry_);
+    loop_.driver().close(fd_, this);
+}
+
+void listener::on_retry(timer& t) noexcept {
+    auto* self = static_cast<listener*>(t.ctx);
+    if (!self->closing_) {
+        self->start();
+    }
+}
+
+void listener::on_io(const io::completion& c) noexcept {
+    if (c.kind == io::op::close) {
+        closed_ = true;
+        loop_.release();
+        return;
+    }
+    if (c.kind != io::op::accept) {
+        return;
+    }
+    if (c.result >= 0) {
+        if (closing_) {
+            ::close(c.result);
+        } else {
+            sink_(c.result);
+        }
+    } else if (c.result == -EMFILE || c.result == -ENFILE || c.result == -ENOBUFS || c.result == -ENOMEM) {
+        // Out of descriptors or memory: say so, and accept again a little later rather than
+        // spin (the connections wait in the kernel's backlog meanwhile).
+        loop_.log().warn("loop {}: accept: {} (limit reached; retrying in 100 ms)", loop_.index(),
+                         std::strerror(-c.result));
+        if (!c.more && !closing_) {
+            loop_.arm_after(retry_, std::chrono::milliseconds(100));
+        }
+        return;
+    }
+    if (!c.more && !closing_) {
+        start();
+    }
+}
+
+void adopt_connection(loop_context& lc, int fd) noexcept {
+    const auto max = lc.server.cfg.limits.max_connections;
+    if (lc.server.open_connections.fetch_add(1, std::memory_order_relaxed) >= max) {
+        lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
+        ::close(fd);
+        lc.server.log.warn("limits.max_connections ({}) reached: connection refused", max);
+        return;
+    }
+    // Responses are written whole; Nagle would only delay the last segment (RFC 896 vs
+    // delayed ACKs).
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    lc.counters.add(lc.counters.accepted, 1);
+    connection* c = nullptr;
+    try {
+        c = new connection(lc, fd, peer_address(fd));
+    } catch (const std::bad_alloc&) {
+        lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
+        ::close(fd);
+        return;
+    }
+    c->start();
+}
+
+} // namespace sluice::detail

@@ -1,0 +1,69 @@
+// Per-loop state of the HTTP server: the connections, pools of exchanges and
+// buffers (so steady-state requests allocate nothing and idle connections hold
+// no buffers), the Date cache, and the loop's counters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sluice/exchange.h>
+#include <sluice/router.h>
+
+#include "http/server_session.h"
+#include "loop/loop.h"
+#include "server/server_context.h"
+
+namespace sluice::detail {
+
+class connection;
+
+/// Counters one loop writes and anyone may read (relaxed; summed by server::stats()).
+struct loop_counters {
+    std::atomic<std::uint64_t> accepted{0};
+    std::atomic<std::uint64_t> open{0};
+    std::atomic<std::uint64_t> requests{0};
+    std::atomic<std::uint64_t> exchanges_live{0};
+    std::atomic<std::uint64_t> suspended{0};
+
+    void add(std::atomic<std::uint64_t>& c, std::int64_t d) noexcept {
+        c.fetch_add(static_cast<std::uint64_t>(d), std::memory_order_relaxed);
+    }
+};
+
+class loop_context {
+public:
+    loop_context(detail::loop& l, server_context& s) : loop(l), server(s) {}
+    ~loop_context();
+    loop_context(const loop_context&) = delete;
+    loop_context& operator=(const loop_context&) = delete;
+
+    detail::loop& loop;
+    server_context& server;
+    loop_counters counters;
+    http::date_cache dates;
+    std::vector<router::param> params; ///< scratch for route matching
+
+    std::unique_ptr<exchange> take_exchange();
+    void give_exchange(std::unique_ptr<exchange> ex) noexcept;
+
+    /// A buffer with some capacity; give it back empty when done.
+    std::string take_buffer();
+    void give_buffer(std::string& b) noexcept;
+
+    /// Connections of this loop (for shutdown).
+    void add(connection* c);
+    void remove(connection* c) noexcept;
+    const std::vector<connection*>& connections() const noexcept { return connections_; }
+
+    std::string_view date() { return dates.get(std::chrono::system_clock::now()); }
+
+private:
+    std::vector<std::unique_ptr<exchange>> free_exchanges_;
+    std::vector<std::string> free_buffers_;
+    std::vector<connection*> connections_; // each knows its index (swap-remove)
+};
+
+} // namespace sluice::detail

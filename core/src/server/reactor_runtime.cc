@@ -1,0 +1,212 @@
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <thread>
+
+#include "loop/loop.h"
+#include "server/connection.h"
+#include "server/listener.h"
+#include "server/loop_context.h"
+#include "server/runtime.h"
+
+namespace sluice::detail {
+
+io::driver_options driver_options_for(const server_context& ctx, unsigned loop_index) {
+    io::driver_options o;
+    o.loop_index = loop_index;
+    o.send_timeout_ms = ctx.cfg.limits.write_timeout_ms;
+    o.max_fds = ctx.cfg.limits.max_connections + 64;
+    o.log = &ctx.log;
+    return o;
+}
+
+namespace {
+
+void shutdown_connections(loop_context& lc) {
+    // shutdown() may close (and so remove) the connection: iterate over a copy.
+    auto conns = lc.connections();
+    for (connection* c : conns) {
+        c->shutdown();
+    }
+}
+
+class reactor_runtime final : public runtime {
+public:
+    reactor_runtime(const io::backend& b, server_context& ctx) : backend_(b), ctx_(ctx) {}
+
+    ~reactor_runtime() override {
+        stop();
+        join();
+        for (int fd : pending_fds_) {
+            ::close(fd);
+        }
+    }
+
+    void start(const socket_address& addr) override {
+        const unsigned n = ctx_.cfg.io_threads;
+        // Every loop gets its own SO_REUSEPORT socket: the kernel spreads connections, and no
+        // loop ever touches another's listener. Bound here, so that errors are startup errors.
+        for (unsigned i = 0; i < n; ++i) {
+            socket_address a = addr;
+            if (i > 0) {
+                set_port(a, port_);
+            }
+            pending_fds_.push_back(open_listener(a, n > 1 ? reuse_port::yes : reuse_port::no, 4096));
+            if (i == 0) {
+                port_ = bound_port(pending_fds_.back());
+            }
+        }
+        slots_.resize(n);
+        std::vector<std::future<std::string>> ready;
+        for (unsigned i = 0; i < n; ++i) {
+            std::promise<std::string> p;
+            ready.push_back(p.get_future());
+            const int fd = pending_fds_[i];
+            slots_[i].thread = std::thread([this, i, fd, p = std::move(p)]() mutable { run_loop(i, fd, p); });
+        }
+        std::string error;
+        for (auto& f : ready) {
+            std::string e = f.get();
+            if (!e.empty() && error.empty()) {
+                error = std::move(e);
+            }
+        }
+        pending_fds_.clear(); // owned by the listeners now (or closed by failed threads)
+        if (!error.empty()) {
+            stop();
+            join();
+            throw startup_error("backend", error);
+        }
+    }
+
+    void stop() noexcept override {
+        std::lock_guard lock(mu_);
+        stopped_ = true;
+        for (auto& s : slots_) {
+            if (s.loop != nullptr) {
+                s.loop->stop();
+            }
+        }
+    }
+
+    void join() override {
+        for (auto& s : slots_) {
+            if (s.thread.joinable()) {
+                s.thread.join();
+            }
+        }
+    }
+
+    std::uint16_t port() const noexcept override { return port_; }
+
+    server_stats stats() const noexcept override {
+        server_stats st;
+        std::lock_guard lock(mu_);
+        for (const auto& s : slots_) {
+            if (s.ctx != nullptr) {
+                add_counters(st, s.ctx->counters);
+            }
+        }
+        return st;
+    }
+
+    bool owns_current_thread() const noexcept override {
+        for (const auto& s : slots_) {
+            if (s.thread.get_id() == std::this_thread::get_id()) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    std::vector<const loop*> watched_loops() const override {
+        std::lock_guard lock(mu_);
+        std::vector<const loop*> out;
+        for (const auto& s : slots_) {
+            if (s.loop != nullptr) {
+                out.push_back(s.loop.get());
+            }
+        }
+        return out;
+    }
+
+    static void add_counters(server_stats& st, const loop_counters& c) noexcept {
+        st.connections_accepted += c.accepted.load(std::memory_order_relaxed);
+        st.connections_open += c.open.load(std::memory_order_relaxed);
+        st.requests += c.requests.load(std::memory_order_relaxed);
+        st.exchanges_live += c.exchanges_live.load(std::memory_order_relaxed);
+        st.exchanges_suspended += c.suspended.load(std::memory_order_relaxed);
+    }
+
+private:
+    struct slot {
+        std::unique_ptr<detail::loop> loop;
+        std::unique_ptr<loop_context> ctx;
+        std::thread thread;
+    };
+
+    static void set_port(socket_address& a, std::uint16_t port) {
+        if (a.storage.ss_family == AF_INET6) {
+            reinterpret_cast<sockaddr_in6*>(&a.storage)->sin6_port = htons(port);
+        } else {
+            reinterpret_cast<sockaddr_in*>(&a.storage)->sin_port = htons(port);
+        }
+    }
+
+    void run_loop(unsigned i, int fd, std::promise<std::string>& ready) {
+        // The driver is made on its own thread: io_uring's SINGLE_ISSUER ties a ring to the
+        // thread that creates it.
+        std::string error;
+        auto driver = backend_.create(driver_options_for(ctx_, i), error);
+        if (driver == nullptr) {
+            ::close(fd);
+            ready.set_value(error.empty() ? std::string(backend_.name) + ": cannot create a driver" : error);
+            return;
+        }
+        {
+            std::lock_guard lock(mu_);
+            slots_[i].loop = std::make_unique<loop>(std::move(driver), ctx_.log, i);
+            slots_[i].ctx = std::make_unique<loop_context>(*slots_[i].loop, ctx_);
+        }
+        loop& l = *slots_[i].loop;
+        loop_context& lc = *slots_[i].ctx;
+        listener lst(l, fd, [&lc](int conn_fd) { adopt_connection(lc, conn_fd); });
+        if (!lst.start()) {
+            ready.set_value(std::string(backend_.name) + ": cannot accept on the listening socket");
+            std::lock_guard lock(mu_);
+            slots_[i].ctx.reset();
+            slots_[i].loop.reset();
+            return;
+        }
+        l.on_stop([&lst, &lc] {
+            lst.close();
+            shutdown_connections(lc);
+        });
+        {
+            std::lock_guard lock(mu_);
+            if (stopped_) {
+                l.stop();
+            }
+        }
+        ready.set_value("");
+        l.run();
+    }
+
+    const io::backend& backend_;
+    server_context& ctx_;
+    mutable std::mutex mu_;
+    std::vector<slot> slots_;
+    std::vector<int> pending_fds_;
+    std::uint16_t port_ = 0;
+    bool stopped_ = false;
+};
+
+} // namespace
+
+std::unique_ptr<runtime> make_reactor_runtime(const io::backend& b, server_context& ctx) {
+    return std::make_unique<reactor_runtime>(b, ctx);
+}
+
+} // namespace sluice::detail

@@ -1,0 +1,45 @@
+// How a server's threads are arranged. Chosen from the backend's traits:
+//  - reactor_runtime: io_threads loops, each with its own SO_REUSEPORT listener, serving
+//    many connections each (epoll, io_uring);
+//  - thread_runtime: one acceptor loop and a bounded pool of threads, each running a loop
+//    over one connection at a time (blocking; Tomcat's BIO connector).
+// Both run the same loop, connection and exchange code.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <sluice/backend.h>
+#include <sluice/server.h>
+
+#include "server/server_context.h"
+#include "server/socket_util.h"
+
+namespace sluice::detail {
+
+class loop;
+
+class runtime {
+public:
+    virtual ~runtime() = default;
+    /// Binds, creates the drivers on their threads and starts serving; throws startup_error.
+    virtual void start(const socket_address& addr) = 0;
+    /// Begins a graceful stop; thread-safe, idempotent.
+    virtual void stop() noexcept = 0;
+    /// Waits for every thread to end (after stop()).
+    virtual void join() = 0;
+    virtual std::uint16_t port() const noexcept = 0;
+    virtual server_stats stats() const noexcept = 0;
+    /// Whether the calling thread is one of the runtime's (it must not join itself).
+    virtual bool owns_current_thread() const noexcept = 0;
+    /// Loops whose iterations the watchdog should time (reactor loops only).
+    virtual std::vector<const loop*> watched_loops() const = 0;
+};
+
+std::unique_ptr<runtime> make_reactor_runtime(const io::backend& b, server_context& ctx);
+std::unique_ptr<runtime> make_thread_runtime(const io::backend& b, server_context& ctx);
+
+/// Driver options derived from the configuration.
+io::driver_options driver_options_for(const server_context& ctx, unsigned loop_index);
+
+} // namespace sluice::detail

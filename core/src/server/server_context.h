@@ -1,0 +1,30 @@
+// What every loop of one server shares: read-only after start, plus a few atomics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <sluice/config.h>
+#include <sluice/log.h>
+#include <sluice/router.h>
+
+namespace sluice::detail {
+
+class worker_pool;
+
+struct server_context {
+    server_context(const config& c, const router& r, const logger& l) : cfg(c), routes(r), log(l) {}
+
+    const config& cfg;
+    const router& routes;
+    const logger& log;
+    worker_pool* workers = nullptr; ///< set when dispatch = pool
+
+    /// Connections open across every loop (limits.max_connections).
+    std::atomic<std::uint32_t> open_connections{0};
+    /// Set by the thread-per-connection runtime while connections wait for a thread:
+    /// responses then close their connection so the waiting ones get a turn (Tomcat BIO).
+    std::atomic<bool> keepalive_pressure{false};
+};
+
+} // namespace sluice::detail
