@@ -1,0 +1,116 @@
+// sluice-hello: the smallest useful server, and the target of the backend
+// conformance demos and the plaintext benchmarks.
+//
+//   GET  /                  "Hello, World!" (text/plain)
+//   GET  /json              {"message":"Hello, World!"}
+//   POST /echo              the request body back, with its Content-Type
+//   GET  /delay?ms=N        suspends, completes after N ms from a loop timer (no thread sleeps)
+//   GET  /delay-resume?ms=N the same in resume style (the handler runs again)
+//   GET  /sleep?ms=N        a sync handler that blocks its thread for N ms
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <thread>
+
+#include <sluice/sluice.h>
+
+namespace {
+
+constexpr int max_delay_ms = 600'000;
+
+// ?ms=N as a bounded integer; nullopt (→ 400) when missing or malformed.
+std::optional<int> delay_ms(const sluice::request& req) {
+    auto v = req.query_param("ms");
+    if (!v) {
+        return std::nullopt;
+    }
+    int ms = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), ms);
+    if (ec != std::errc() || end != v->data() + v->size() || ms < 0 || ms > max_delay_ms) {
+        return std::nullopt;
+    }
+    return ms;
+}
+
+void bad_delay(sluice::exchange& ex) {
+    ex.response().status(400).text("expected ?ms=N with 0 <= N <= 600000\n");
+}
+
+void add_routes(sluice::server& srv) {
+    srv.get("/", [](sluice::exchange& ex) { ex.response().text("Hello, World!"); });
+
+    srv.get("/json", [](sluice::exchange& ex) { ex.response().json(R"({"message":"Hello, World!"})"); });
+
+    srv.post("/echo", [](sluice::exchange& ex) {
+        const auto& req = ex.request();
+        auto& res = ex.response();
+        res.content_type(req.header("Content-Type").value_or("application/octet-stream"));
+        res.body(std::string(req.body()));
+    });
+
+    // "complete" style: the timer's callback finishes the response.
+    srv.get("/delay", [](sluice::exchange& ex) {
+        auto ms = delay_ms(ex.request());
+        if (!ms) {
+            return bad_delay(ex);
+        }
+        auto ctx = ex.start_async();
+        ex.executor().post_after(std::chrono::milliseconds(*ms), [ctx, ms = *ms]() mutable {
+            ctx.complete(sluice::response(200).text("delayed " + std::to_string(ms) + " ms\n"));
+        });
+    });
+
+    // "resume" style: the timer resumes, the handler runs again and writes the response.
+    srv.get("/delay-resume", [](sluice::exchange& ex) {
+        if (ex.is_resumed()) {
+            ex.response().text("resumed after " + std::to_string(ex.attribute<int>("ms").value_or(-1)) +
+                               " ms\n");
+            return;
+        }
+        auto ms = delay_ms(ex.request());
+        if (!ms) {
+            return bad_delay(ex);
+        }
+        auto ctx = ex.start_async();
+        ex.executor().post_after(std::chrono::milliseconds(*ms), [ctx, ms = *ms]() mutable {
+            ctx.set_attribute("ms", ms);
+            ctx.resume();
+        });
+    });
+
+    // A sync handler that blocks: on an inline reactor it stalls the loop (the watchdog says so).
+    srv.get("/sleep", [](sluice::exchange& ex) {
+        auto ms = delay_ms(ex.request());
+        if (!ms) {
+            return bad_delay(ex);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(*ms));
+        ex.response().text("slept " + std::to_string(*ms) + " ms\n");
+    });
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        auto cl =
+            sluice::parse_command_line(argc, argv, sluice::process_environment(), {},
+                                       "sluice-hello: hello world, echo, delay (async) and sleep (sync) "
+                                       "endpoints");
+        if (cl.help) {
+            std::fputs(cl.usage.c_str(), stdout);
+            return 0;
+        }
+        sluice::server srv(cl.cfg);
+        add_routes(srv);
+        srv.run_until_signal();
+    } catch (const sluice::startup_error& e) {
+        std::fprintf(stderr, "sluice-hello: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sluice-hello: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

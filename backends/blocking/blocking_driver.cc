@@ -1,0 +1,273 @@
+#include "blocking_driver.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <span>
+
+namespace sluice::io::blocking {
+
+namespace {
+// One connection per loop: a couple of buffers cover a read while the previous is parsed.
+constexpr std::uint32_t buffer_count = 2;
+} // namespace
+
+std::unique_ptr<io::driver> driver::create(const driver_options& options, std::string& error) {
+    const int wakefd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wakefd < 0) {
+        error = std::string("eventfd: ") + std::strerror(errno);
+        return nullptr;
+    }
+    return std::unique_ptr<io::driver>(new driver(wakefd, options));
+}
+
+driver::driver(int wakefd, const driver_options& options)
+    : wakefd_(wakefd), buffer_bytes_(options.recv_buffer_bytes), send_timeout_ms_(options.send_timeout_ms),
+      buffers_(new char[std::size_t{options.recv_buffer_bytes} * buffer_count]) {
+    for (std::uint32_t i = buffer_count; i-- > 0;) {
+        free_buffers_.push_back(i);
+    }
+    entries_.reserve(2);
+}
+
+driver::~driver() {
+    ::close(wakefd_);
+}
+
+driver::entry* driver::find(int fd) noexcept {
+    for (auto& e : entries_) {
+        if (e.fd == fd) {
+            return &e;
+        }
+    }
+    return nullptr;
+}
+
+driver::entry& driver::find_or_add(int fd, void* owner) {
+    entry* e = find(fd);
+    if (e == nullptr) {
+        entries_.push_back(entry{});
+        e = &entries_.back();
+        e->fd = fd;
+    }
+    e->owner = owner;
+    return *e;
+}
+
+void driver::make_blocking(entry& e) noexcept {
+    if (e.blocking) {
+        return;
+    }
+    // Sends block the thread (that is this backend's model), bounded by the write timeout.
+    const int flags = ::fcntl(e.fd, F_GETFL);
+    ::fcntl(e.fd, F_SETFL, flags & ~O_NONBLOCK);
+    if (send_timeout_ms_ > 0) {
+        timeval tv{};
+        tv.tv_sec = static_cast<time_t>(send_timeout_ms_ / 1000);
+        tv.tv_usec = static_cast<suseconds_t>((send_timeout_ms_ % 1000) * 1000);
+        ::setsockopt(e.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    e.blocking = true;
+}
+
+int driver::accept(int listen_fd, void* owner) noexcept {
+    try {
+        find_or_add(listen_fd, owner).listening = true;
+    } catch (const std::bad_alloc&) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int driver::recv(int fd, void* owner) noexcept {
+    try {
+        entry& e = find_or_add(fd, owner);
+        e.receiving = true;
+        e.paused = false;
+        make_blocking(e);
+    } catch (const std::bad_alloc&) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void driver::pause_recv(int fd, void* owner) noexcept {
+    entry* e = find(fd);
+    if (e == nullptr || !e->receiving) {
+        return;
+    }
+    e->receiving = false;
+    e->paused = true;
+    pending_.push_back({owner, op::recv, false, -ECANCELED, no_buffer, nullptr});
+}
+
+int driver::send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept {
+    // Rule 7 lets a send complete partially: past the array, the core sends the rest again.
+    iovec rest_storage[16];
+    const auto count = static_cast<std::size_t>(std::min(iovcnt, 16));
+    std::copy(iov, iov + count, rest_storage);
+    std::span<iovec> rest(rest_storage, count);
+    std::size_t total = 0;
+    std::size_t first = 0;
+    int result = 0;
+    while (first < rest.size()) {
+        msghdr msg{};
+        msg.msg_iov = rest.data() + first;
+        msg.msg_iovlen = rest.size() - first;
+        const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            // SO_SNDTIMEO expired: the client stopped reading.
+            result = (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : -errno;
+            break;
+        }
+        total += static_cast<std::size_t>(n);
+        auto left = static_cast<std::size_t>(n);
+        while (first < rest.size() && left >= rest[first].iov_len) {
+            left -= rest[first].iov_len;
+            ++first;
+        }
+        if (first < rest.size()) {
+            rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + left;
+            rest[first].iov_len -= left;
+        }
+    }
+    if (result == 0 || total > 0) {
+        result = static_cast<std::int32_t>(total);
+    }
+    pending_.push_back({owner, op::send, false, result, no_buffer, nullptr});
+    return 0;
+}
+
+int driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) noexcept {
+    try {
+        entry& e = find_or_add(fd, owner);
+        if (::connect(fd, addr, len) == 0) {
+            pending_.push_back({owner, op::connect, false, 0, no_buffer, nullptr});
+            return 0;
+        }
+        if (errno != EINPROGRESS) {
+            return -errno;
+        }
+        e.connecting = true;
+    } catch (const std::bad_alloc&) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void driver::close(int fd, void* owner) noexcept {
+    entries_.erase(
+        std::remove_if(entries_.begin(), entries_.end(), [fd](const entry& e) { return e.fd == fd; }),
+        entries_.end());
+    ::close(fd);
+    pending_.push_back({owner, op::close, false, 0, no_buffer, nullptr});
+}
+
+int driver::wait(std::chrono::nanoseconds timeout, std::vector<completion>& out) noexcept {
+    const std::size_t before = out.size();
+    out.insert(out.end(), pending_.begin(), pending_.end());
+    pending_.clear();
+    if (out.size() > before) {
+        timeout = std::chrono::nanoseconds(0);
+    }
+    pollfd fds[8];
+    std::size_t n = 0;
+    fds[n++] = {wakefd_, POLLIN, 0};
+    for (const auto& e : entries_) {
+        if (n == std::size(fds)) {
+            break;
+        }
+        short events = 0;
+        if (e.listening || e.receiving) {
+            events = POLLIN | POLLRDHUP;
+        } else if (e.paused) {
+            events = POLLRDHUP;
+        }
+        if (e.connecting) {
+            events = static_cast<short>(events | POLLOUT);
+        }
+        fds[n++] = {e.fd, events, 0};
+    }
+    timespec ts{};
+    const timespec* tsp = nullptr;
+    if (timeout.count() >= 0) {
+        ts.tv_sec = static_cast<time_t>(timeout.count() / 1'000'000'000);
+        ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
+        tsp = &ts;
+    }
+    const int rc = ::ppoll(fds, n, tsp, nullptr);
+    if (rc < 0) {
+        return errno == EINTR ? static_cast<int>(out.size() - before) : -errno;
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+        std::uint64_t v = 0;
+        [[maybe_unused]] const ssize_t r = ::read(wakefd_, &v, sizeof v);
+    }
+    for (std::size_t i = 1; i < n; ++i) {
+        const short re = fds[i].revents;
+        if (re == 0) {
+            continue;
+        }
+        entry* e = find(fds[i].fd);
+        if (e == nullptr) {
+            continue;
+        }
+        if (e->listening) {
+            const int c = ::accept4(e->fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (c >= 0) {
+                out.push_back({e->owner, op::accept, true, c, no_buffer, nullptr});
+            } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                e->listening = false;
+                out.push_back({e->owner, op::accept, false, -errno, no_buffer, nullptr});
+            }
+            continue;
+        }
+        if (e->connecting && (re & (POLLOUT | POLLERR | POLLHUP)) != 0) {
+            e->connecting = false;
+            int err = 0;
+            socklen_t len = sizeof err;
+            ::getsockopt(e->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+            out.push_back({e->owner, op::connect, false, -err, no_buffer, nullptr});
+        }
+        if (e->receiving && (re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+            if (free_buffers_.empty()) {
+                continue; // the core gives every buffer back before the next wait
+            }
+            const std::uint32_t b = free_buffers_.back();
+            char* data = buffers_.get() + std::size_t{b} * buffer_bytes_;
+            const ssize_t r = ::recv(e->fd, data, buffer_bytes_, MSG_DONTWAIT);
+            if (r > 0) {
+                free_buffers_.pop_back();
+                out.push_back({e->owner, op::recv, true, static_cast<std::int32_t>(r), b, data});
+            } else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                e->receiving = false;
+                out.push_back({e->owner, op::recv, false, r == 0 ? 0 : -errno, no_buffer, nullptr});
+            }
+        } else if (e->paused && (re & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+            e->paused = false;
+            out.push_back({e->owner, op::recv, false, 0, no_buffer, nullptr});
+        }
+    }
+    return static_cast<int>(out.size() - before);
+}
+
+void driver::release(std::uint32_t buffer) noexcept {
+    free_buffers_.push_back(buffer);
+}
+
+void driver::wake() noexcept {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const ssize_t r = ::write(wakefd_, &one, sizeof one);
+}
+
+} // namespace sluice::io::blocking
