@@ -1,0 +1,598 @@
+// The table of configuration keys and everything that only needs the table: setting a
+// key from text, validation, the environment, describe_config(). The TOML file is read in
+// config_file.cc and the command line in command_line.cc, both through this table.
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <limits>
+#include <stdexcept>
+#include <type_traits>
+#include <vector>
+
+#include <sluice/config.h>
+#include <sluice/error.h>
+#include <sluice/log.h>
+
+#include "config_keys.h"
+
+namespace sluice {
+namespace {
+
+using detail::key_spec;
+using detail::value_type;
+
+constexpr std::uint64_t kib = 1024;
+constexpr std::uint64_t mib = 1024 * kib;
+constexpr std::uint64_t gib = 1024 * mib;
+// A day: longer than any timeout a server should wait on, short of uint32 overflow (49 days).
+constexpr std::uint64_t max_timeout_ms = 24ULL * 60 * 60 * 1000;
+
+/// Quotes a user's value for an error message, escaping what a terminal would eat.
+std::string quoted(std::string_view text) {
+    constexpr std::size_t max_shown = 80;
+    std::string out = "'";
+    for (std::size_t i = 0; i < text.size() && i < max_shown; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c == 0x7f) {
+            constexpr std::string_view hex = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 0xf];
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    if (text.size() > max_shown) {
+        out += "...";
+    }
+    out += "'";
+    return out;
+}
+
+bool is_digit(char c) noexcept {
+    return c >= '0' && c <= '9';
+}
+bool is_alpha(char c) noexcept {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+// --- listen ------------------------------------------------------------------------------
+
+// RFC 1123 host name: dot-separated labels of letters, digits and '-', 1..63 characters each,
+// no label starting or ending with '-', 253 characters in all.
+bool is_host_name(std::string_view host) noexcept {
+    if (host.empty() || host.size() > 253) {
+        return false;
+    }
+    std::size_t start = 0;
+    while (start <= host.size()) {
+        const std::size_t dot = std::min(host.find('.', start), host.size());
+        const std::string_view label = host.substr(start, dot - start);
+        if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
+            return false;
+        }
+        for (const char c : label) {
+            if (!is_alpha(c) && !is_digit(c) && c != '-') {
+                return false;
+            }
+        }
+        start = dot + 1;
+    }
+    return true;
+}
+
+// inet_pton wants a terminated string; the longest IPv6 text form is 45 characters.
+bool is_address(int family, std::string_view host) {
+    std::array<char, 64> buf{};
+    if (host.empty() || host.size() >= buf.size()) {
+        return false;
+    }
+    std::copy(host.begin(), host.end(), buf.begin());
+    std::array<unsigned char, sizeof(in6_addr)> addr{};
+    return inet_pton(family, buf.data(), addr.data()) == 1;
+}
+
+/// Parses a listen value into out; returns why it is bad, or "".
+std::string parse_listen_into(std::string_view text, listen_address& out) {
+    const std::string forms = "expected 'host:port', '[ipv6]:port' or ':port'";
+    if (text.empty()) {
+        return forms + ", got ''";
+    }
+    std::string_view host;
+    std::string_view port;
+    if (text.front() == '[') {
+        const std::size_t close = text.find(']');
+        if (close == std::string_view::npos) {
+            return "unbalanced '[' in " + quoted(text) + "; " + forms;
+        }
+        host = text.substr(1, close - 1);
+        const std::string_view after = text.substr(close + 1);
+        if (after.empty() || after.front() != ':') {
+            return "missing ':port' after ']' in " + quoted(text);
+        }
+        port = after.substr(1);
+        if (!is_address(AF_INET6, host)) {
+            return quoted(host) + " is not an IPv6 address (in " + quoted(text) + ")";
+        }
+        out.ipv6 = true;
+    } else {
+        const std::size_t colon = text.rfind(':');
+        if (colon == std::string_view::npos) {
+            return "missing ':port' in " + quoted(text) + "; " + forms;
+        }
+        host = text.substr(0, colon);
+        port = text.substr(colon + 1);
+        if (host.find(':') != std::string_view::npos) {
+            return "an IPv6 address needs brackets, as in '[::1]:8080' (got " + quoted(text) + ")";
+        }
+        const bool looks_ipv4 = !host.empty() && std::all_of(host.begin(), host.end(),
+                                                             [](char c) { return is_digit(c) || c == '.'; });
+        if (looks_ipv4 && !is_address(AF_INET, host)) {
+            return quoted(host) + " is not an IPv4 address (in " + quoted(text) + ")";
+        }
+        if (!looks_ipv4 && !host.empty() && !is_host_name(host)) {
+            return quoted(host) + " is not a host name or address (in " + quoted(text) + ")";
+        }
+        out.ipv6 = false;
+    }
+    if (port.empty()) {
+        return "missing port number in " + quoted(text);
+    }
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (!is_digit(port.front()) || ec != std::errc{} || end != port.data() + port.size() || value > 65535) {
+        return "port must be a number from 0 to 65535 (got " + quoted(port) + ")";
+    }
+    out.host = std::string(host);
+    out.port = static_cast<std::uint16_t>(value);
+    return {};
+}
+
+// --- the text keys -----------------------------------------------------------------------
+
+std::string check_backend(std::string_view v) {
+    // Any identifier: which names exist is the registry's business, checked at start().
+    const bool ok = !v.empty() && v.size() <= 64 && is_alpha(v.front()) &&
+                    std::all_of(v.begin(), v.end(),
+                                [](char c) { return is_alpha(c) || is_digit(c) || c == '_' || c == '-'; });
+    if (!ok) {
+        return "must be a backend name (a letter, then letters, digits, '_' or '-'), got " + quoted(v);
+    }
+    return {};
+}
+
+std::string check_listen(std::string_view v) {
+    listen_address ignored;
+    return parse_listen_into(v, ignored);
+}
+
+// An empty path means "not set"; control characters are never part of a file name anyone meant.
+std::string check_path(std::string_view v) {
+    if (std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+        return "must be a file path without control characters, got " + quoted(v);
+    }
+    return {};
+}
+
+std::string store_dispatch(config& c, std::string_view v) {
+    if (v == "inline") {
+        c.dispatch = dispatch_mode::inline_io;
+    } else if (v == "pool") {
+        c.dispatch = dispatch_mode::pool;
+    } else {
+        return "must be 'inline' or 'pool', got " + quoted(v);
+    }
+    return {};
+}
+
+std::string load_dispatch(const config& c) {
+    switch (c.dispatch) {
+    case dispatch_mode::inline_io:
+        return "inline";
+    case dispatch_mode::pool:
+        return "pool";
+    }
+    return "?"; // not a dispatch_mode: validate_config reports it
+}
+
+constexpr std::array all_log_levels{log_level::error, log_level::warn, log_level::info, log_level::debug};
+
+std::string store_log_level(config& c, std::string_view v) {
+    for (const log_level l : all_log_levels) {
+        if (v == to_string(l)) {
+            c.log = l;
+            return {};
+        }
+    }
+    return "must be one of error, warn, info, debug, got " + quoted(v);
+}
+
+std::string load_log_level(const config& c) {
+    return std::string(to_string(c.log));
+}
+
+// --- the table -----------------------------------------------------------------------------
+
+// The field a path of member pointers leads to: field_at<&config::limits, &limits_config::x>(cfg).
+template <auto First, auto... Rest>
+constexpr auto& field_at(auto& object) {
+    if constexpr (sizeof...(Rest) == 0) {
+        return object.*First;
+    } else {
+        return field_at<Rest...>(object.*First);
+    }
+}
+
+template <auto... Path>
+constexpr std::uint64_t field_max() {
+    using field = std::remove_cvref_t<decltype(field_at<Path...>(std::declval<config&>()))>;
+    return std::numeric_limits<field>::max();
+}
+
+// Integer keys: the field is reached through a path of member pointers, its width checked here.
+template <auto... Path>
+constexpr key_spec integer_key(std::string_view name, std::uint64_t min, std::uint64_t max,
+                               std::string_view help) {
+    key_spec k;
+    k.name = name;
+    k.type = value_type::integer;
+    k.min = min;
+    k.max = max;
+    k.value_hint = "N";
+    k.help = help;
+    if (max > field_max<Path...>()) {
+        throw std::logic_error("a key's range is wider than its field"); // fails the constexpr table
+    }
+    k.store_integer = [](config& c, std::uint64_t v) {
+        auto& field = field_at<Path...>(c);
+        field = static_cast<std::remove_reference_t<decltype(field)>>(v);
+    };
+    k.load_integer = [](const config& c) -> std::uint64_t { return field_at<Path...>(c); };
+    return k;
+}
+
+template <std::string (*Check)(std::string_view), auto... Path>
+constexpr key_spec string_key(std::string_view name, std::string_view hint, std::string_view help) {
+    key_spec k;
+    k.name = name;
+    k.type = value_type::text;
+    k.value_hint = hint;
+    k.help = help;
+    k.store_text = [](config& c, std::string_view v) {
+        std::string why = Check(v);
+        if (why.empty()) {
+            field_at<Path...>(c) = std::string(v);
+        }
+        return why;
+    };
+    k.load_text = [](const config& c) { return std::string(field_at<Path...>(c)); };
+    return k;
+}
+
+constexpr key_spec enum_key(std::string_view name, std::string_view hint, std::string_view help,
+                            std::string (*store)(config&, std::string_view),
+                            std::string (*load)(const config&)) {
+    key_spec k;
+    k.name = name;
+    k.type = value_type::text;
+    k.value_hint = hint;
+    k.help = help;
+    k.store_text = store;
+    k.load_text = load;
+    return k;
+}
+
+// Zero is allowed only where it has a meaning of its own (watchdog_ms: off; accept_queue: no
+// queue; max_body_bytes: no body; max_keepalive_requests: unlimited). Every other timeout is at
+// least 1 ms: a zero timeout would fire at once, and "never" is not a safe default for a server.
+constexpr std::array keys{
+    string_key<check_backend, &config::backend>(
+        "backend", "NAME", "I/O backend: a registered name (blocking, epoll, uring) or auto"),
+    string_key<check_listen, &config::listen>("listen", "HOST:PORT",
+                                              "address to listen on: host:port, [ipv6]:port or :port (all)"),
+    integer_key<&config::io_threads>("io_threads", 1, 256, "event loops (reactor backends)"),
+    enum_key("dispatch", "inline|pool", "where handlers run: on the I/O thread or on the worker pool",
+             store_dispatch, load_dispatch),
+    integer_key<&config::worker_threads>("worker_threads", 1, 4096, "worker pool size for dispatch = pool"),
+    integer_key<&config::async_timeout_ms>("async_timeout_ms", 1, max_timeout_ms,
+                                           "default start_async() timeout"),
+    integer_key<&config::watchdog_ms>("watchdog_ms", 0, max_timeout_ms,
+                                      "log a loop iteration longer than this; 0 = off"),
+    enum_key("log_level", "error|warn|info|debug", "log verbosity", store_log_level, load_log_level),
+    integer_key<&config::blocking, &blocking_config::threads>("blocking.threads", 1, 20'000,
+                                                              "blocking backend: connection threads"),
+    integer_key<&config::blocking, &blocking_config::accept_queue>(
+        "blocking.accept_queue", 0, 1'000'000,
+        "blocking backend: connections waiting for a thread; 0 = none wait"),
+    integer_key<&config::limits, &limits_config::max_header_bytes>("limits.max_header_bytes", 256, mib,
+                                                                   "request line + headers; more -> 431"),
+    integer_key<&config::limits, &limits_config::max_body_bytes>("limits.max_body_bytes", 0, gib,
+                                                                 "request body; more -> 413; 0 = no body"),
+    integer_key<&config::limits, &limits_config::header_timeout_ms>(
+        "limits.header_timeout_ms", 1, max_timeout_ms, "first byte to end of head; then 408"),
+    integer_key<&config::limits, &limits_config::body_timeout_ms>("limits.body_timeout_ms", 1, max_timeout_ms,
+                                                                  "end of head to end of body; then 408"),
+    integer_key<&config::limits, &limits_config::idle_timeout_ms>("limits.idle_timeout_ms", 1, max_timeout_ms,
+                                                                  "keep-alive wait for the next request"),
+    integer_key<&config::limits, &limits_config::write_timeout_ms>(
+        "limits.write_timeout_ms", 1, max_timeout_ms, "time to send a response before closing"),
+    integer_key<&config::limits, &limits_config::max_connections>("limits.max_connections", 1, 1'000'000,
+                                                                  "open connections per server"),
+    integer_key<&config::limits, &limits_config::max_keepalive_requests>(
+        "limits.max_keepalive_requests", 0, std::numeric_limits<std::uint32_t>::max(),
+        "requests per connection; 0 = unlimited"),
+    string_key<check_path, &config::tls, &tls_config::cert>("tls.cert", "FILE",
+                                                            "PEM certificate chain; set with tls.key"),
+    string_key<check_path, &config::tls, &tls_config::key>("tls.key", "FILE",
+                                                           "PEM private key; set with tls.cert"),
+};
+
+std::string range_text(const key_spec& k) {
+    if (k.min == 0) {
+        return "must be at most " + std::to_string(k.max);
+    }
+    return "must be between " + std::to_string(k.min) + " and " + std::to_string(k.max);
+}
+
+[[noreturn]] void fail(const key_spec& k, std::string why, std::string_view where) {
+    if (!where.empty()) {
+        why += " (";
+        why += where;
+        why += ")";
+    }
+    throw startup_error(std::string(k.name), why);
+}
+
+void store_checked(config& cfg, const key_spec& k, std::uint64_t value, std::string_view where) {
+    if (value < k.min || value > k.max) {
+        fail(k, range_text(k) + ", got " + std::to_string(value), where);
+    }
+    k.store_integer(cfg, value);
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) {
+        row[j] = j;
+    }
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0U : 1U)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+std::string toml_string(std::string_view s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (ch) {
+        case '"':
+            out += "\\\"";
+            break;
+        case '\\':
+            out += "\\\\";
+            break;
+        case '\n':
+            out += "\\n";
+            break;
+        case '\t':
+            out += "\\t";
+            break;
+        case '\r':
+            out += "\\r";
+            break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                constexpr std::string_view hex = "0123456789ABCDEF";
+                out += "\\u00";
+                out += hex[c >> 4];
+                out += hex[c & 0xf];
+            } else {
+                out += ch;
+            }
+        }
+    }
+    out += '"';
+    return out;
+}
+
+} // namespace
+
+namespace detail {
+
+std::span<const key_spec> config_keys() noexcept {
+    return keys;
+}
+
+const key_spec* find_config_key(std::string_view name) noexcept {
+    const auto it = std::find_if(keys.begin(), keys.end(), [&](const key_spec& k) { return k.name == name; });
+    return it == keys.end() ? nullptr : &*it;
+}
+
+bool is_config_table(std::string_view name) noexcept {
+    return std::any_of(keys.begin(), keys.end(), [&](const key_spec& k) {
+        return k.name.size() > name.size() && k.name.starts_with(name) && k.name[name.size()] == '.';
+    });
+}
+
+std::string env_name(std::string_view key) {
+    std::string out = "SLUICE_";
+    for (const char c : key) {
+        out += c == '.' ? '_' : static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    }
+    return out;
+}
+
+std::string did_you_mean(std::string_view name, std::span<const std::string_view> candidates) {
+    // Close enough to be a typo, not so loose that every short name suggests something.
+    const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(3, name.size() / 3));
+    std::string_view best;
+    std::size_t best_distance = limit + 1;
+    for (const std::string_view c : candidates) {
+        const std::size_t d = edit_distance(name, c);
+        if (d < best_distance) {
+            best = c;
+            best_distance = d;
+        }
+    }
+    return best.empty() ? std::string() : " (did you mean '" + std::string(best) + "'?)";
+}
+
+std::string did_you_mean_key(std::string_view name) {
+    std::array<std::string_view, keys.size()> names;
+    std::transform(keys.begin(), keys.end(), names.begin(), [](const key_spec& k) { return k.name; });
+    return did_you_mean(name, names);
+}
+
+void set_from_integer(config& cfg, const key_spec& key, std::int64_t value, std::string_view where) {
+    if (key.type != value_type::integer) {
+        fail(key, "expected a string, got the integer " + std::to_string(value), where);
+    }
+    if (value < 0) {
+        fail(key, "must not be negative, got " + std::to_string(value), where);
+    }
+    store_checked(cfg, key, static_cast<std::uint64_t>(value), where);
+}
+
+void set_from_text(config& cfg, const key_spec& key, std::string_view value, std::string_view where) {
+    if (key.type == value_type::text) {
+        std::string why = key.store_text(cfg, value);
+        if (!why.empty()) {
+            fail(key, std::move(why), where);
+        }
+        return;
+    }
+    // Strict: digits only. No sign, no spaces, no suffix: "12abc" and " 12" are mistakes to report.
+    if (value.starts_with('-') && value.size() > 1 && is_digit(value[1])) {
+        fail(key, "must not be negative, got " + quoted(value), where);
+    }
+    std::uint64_t number = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (value.empty() || !is_digit(value.front()) || ec == std::errc::invalid_argument) {
+        fail(key, "expected a non-negative integer, got " + quoted(value), where);
+    }
+    if (ec == std::errc::result_out_of_range) {
+        fail(key, range_text(key) + ", got " + quoted(value), where);
+    }
+    if (end != value.data() + value.size()) {
+        fail(key,
+             "unexpected " + quoted(value.substr(static_cast<std::size_t>(end - value.data()))) +
+                 " after the number in " + quoted(value),
+             where);
+    }
+    store_checked(cfg, key, number, where);
+}
+
+std::string toml_value(const config& cfg, const key_spec& key) {
+    if (key.type == value_type::integer) {
+        return std::to_string(key.load_integer(cfg));
+    }
+    return toml_string(key.load_text(cfg));
+}
+
+std::string text_value(const config& cfg, const key_spec& key) {
+    if (key.type == value_type::integer) {
+        return std::to_string(key.load_integer(cfg));
+    }
+    return key.load_text(cfg);
+}
+
+} // namespace detail
+
+listen_address parse_listen(std::string_view text) {
+    listen_address out;
+    std::string why = parse_listen_into(text, out);
+    if (!why.empty()) {
+        throw startup_error("listen", why);
+    }
+    return out;
+}
+
+void set_config_value(config& cfg, std::string_view key, std::string_view value) {
+    const key_spec* k = detail::find_config_key(key);
+    if (k == nullptr) {
+        throw startup_error(std::string(key), "unknown configuration key" + detail::did_you_mean_key(key));
+    }
+    detail::set_from_text(cfg, *k, value, {});
+}
+
+void validate_config(const config& cfg) {
+    for (const key_spec& k : keys) {
+        if (k.type == value_type::integer) {
+            const std::uint64_t v = k.load_integer(cfg);
+            if (v < k.min || v > k.max) {
+                fail(k, range_text(k) + ", got " + std::to_string(v), {});
+            }
+        } else {
+            config scratch;
+            std::string why = k.store_text(scratch, k.load_text(cfg));
+            if (!why.empty()) {
+                fail(k, std::move(why), {});
+            }
+        }
+    }
+    // A certificate without its key (or the reverse) is half a TLS setup: refuse it rather than
+    // serve plain HTTP to clients that were told to expect TLS.
+    if (!cfg.tls.cert.empty() && cfg.tls.key.empty()) {
+        throw startup_error("tls.key", "must be set when tls.cert is set");
+    }
+    if (cfg.tls.cert.empty() && !cfg.tls.key.empty()) {
+        throw startup_error("tls.cert", "must be set when tls.key is set");
+    }
+}
+
+void apply_config_env(config& cfg, std::span<const char* const> environment) {
+    constexpr std::string_view prefix = "SLUICE_";
+    for (const char* entry : environment) {
+        if (entry == nullptr) {
+            continue;
+        }
+        const std::string_view text(entry);
+        const std::size_t eq = text.find('=');
+        const std::string_view name = text.substr(0, eq);
+        if (eq == std::string_view::npos || !name.starts_with(prefix) || name == "SLUICE_CONFIG") {
+            continue;
+        }
+        const std::string_view value = text.substr(eq + 1);
+        const key_spec* match = nullptr;
+        std::vector<std::string> env_names;
+        env_names.reserve(keys.size());
+        for (const key_spec& k : keys) {
+            env_names.push_back(detail::env_name(k.name));
+            if (env_names.back() == name) {
+                match = &k;
+            }
+        }
+        if (match == nullptr) {
+            std::vector<std::string_view> candidates(env_names.begin(), env_names.end());
+            candidates.emplace_back("SLUICE_CONFIG");
+            throw startup_error(std::string(name),
+                                "unknown environment variable: sluice reads SLUICE_CONFIG and "
+                                "SLUICE_<KEY> for its configuration keys" +
+                                    detail::did_you_mean(name, candidates));
+        }
+        detail::set_from_text(cfg, *match, value, "from " + std::string(name));
+    }
+}
+
+std::string describe_config(const config& cfg) {
+    std::string out;
+    for (const key_spec& k : keys) {
+        out += k.name;
+        out += " = ";
+        out += detail::toml_value(cfg, k);
+        out += '\n';
+    }
+    return out;
+}
+
+} // namespace sluice

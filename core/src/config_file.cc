@@ -1,0 +1,142 @@
+// The TOML configuration file. Tables map to dotted key names ([limits] max_body_bytes →
+// "limits.max_body_bytes"); every value goes through the key table in config.cc.
+
+#include <toml++/toml.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include <sluice/config.h>
+#include <sluice/error.h>
+
+#include "config_keys.h"
+
+namespace sluice {
+namespace {
+
+using detail::key_spec;
+using detail::value_type;
+
+// "in /etc/sluice.toml:12" (toml++ counts lines from 1; a region it does not know is line 0).
+std::string where(std::string_view origin, const toml::source_region& region) {
+    std::string out = "in ";
+    out += origin.empty() ? std::string_view("config") : origin;
+    if (region.begin.line != 0) {
+        out += ':';
+        out += std::to_string(region.begin.line);
+    }
+    return out;
+}
+
+std::string_view type_name(const toml::node& node) {
+    switch (node.type()) {
+    case toml::node_type::table:
+        return "a table";
+    case toml::node_type::array:
+        return "an array";
+    case toml::node_type::string:
+        return "a string";
+    case toml::node_type::integer:
+        return "an integer";
+    case toml::node_type::floating_point:
+        return "a float";
+    case toml::node_type::boolean:
+        return "a boolean";
+    case toml::node_type::date:
+    case toml::node_type::time:
+    case toml::node_type::date_time:
+        return "a date or time";
+    case toml::node_type::none:
+        break;
+    }
+    return "nothing";
+}
+
+struct file_closer {
+    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+};
+
+void apply_value(config& cfg, const key_spec& key, const toml::node& node, std::string_view origin) {
+    const std::string at = where(origin, node.source());
+    if (key.type == value_type::integer) {
+        if (const auto* v = node.as_integer()) {
+            detail::set_from_integer(cfg, key, v->get(), at);
+            return;
+        }
+        throw startup_error(std::string(key.name),
+                            "expected an integer, got " + std::string(type_name(node)) + " (" + at + ")");
+    }
+    if (const auto* v = node.as_string()) {
+        detail::set_from_text(cfg, key, v->get(), at);
+        return;
+    }
+    throw startup_error(std::string(key.name),
+                        "expected a string, got " + std::string(type_name(node)) + " (" + at + ")");
+}
+
+void apply_table(config& cfg, const toml::table& table, const std::string& prefix, std::string_view origin) {
+    for (const auto& [toml_key, node] : table) {
+        const std::string name = prefix + std::string(toml_key.str());
+        if (const key_spec* key = detail::find_config_key(name)) {
+            apply_value(cfg, *key, node, origin);
+        } else if (detail::is_config_table(name)) {
+            const toml::table* sub = node.as_table();
+            if (sub == nullptr) {
+                throw startup_error(name, "expected a table of keys, got " + std::string(type_name(node)) +
+                                              " (" + where(origin, node.source()) + ")");
+            }
+            apply_table(cfg, *sub, name + ".", origin);
+        } else {
+            throw startup_error(name, "unknown configuration key" + detail::did_you_mean_key(name) + " (" +
+                                          where(origin, toml_key.source()) + ")");
+        }
+    }
+}
+
+} // namespace
+
+void apply_config_toml(config& cfg, std::string_view toml_text, std::string_view origin) {
+    toml::table root;
+    try {
+        root = toml::parse(toml_text, origin);
+    } catch (const toml::parse_error& e) {
+        // No key is to blame for a syntax error; the location is what the user needs.
+        const auto& begin = e.source().begin;
+        throw startup_error("", std::string(origin.empty() ? std::string_view("config") : origin) + ":" +
+                                    std::to_string(begin.line) + ":" + std::to_string(begin.column) +
+                                    ": TOML syntax error: " + std::string(e.description()));
+    }
+    // Apply to a copy, so that a bad file leaves cfg as it was: all of the file or none of it.
+    config updated = cfg;
+    apply_table(updated, root, "", origin);
+    cfg = std::move(updated);
+}
+
+void apply_config_file(config& cfg, const std::string& path) {
+    // stdio rather than iostreams: fopen and fread set errno, so the message can say why.
+    const auto cannot_read = [&path] {
+        return startup_error("", "cannot read config file '" + path +
+                                     "': " + std::generic_category().message(errno));
+    };
+    errno = 0;
+    const std::unique_ptr<std::FILE, file_closer> file(std::fopen(path.c_str(), "rb"));
+    if (!file) {
+        throw cannot_read();
+    }
+    std::string text;
+    std::array<char, 4096> chunk{};
+    std::size_t n = 0;
+    while ((n = std::fread(chunk.data(), 1, chunk.size(), file.get())) > 0) {
+        text.append(chunk.data(), n);
+    }
+    if (std::ferror(file.get()) != 0) {
+        throw cannot_read(); // a directory, an I/O error
+    }
+    apply_config_toml(cfg, text, path);
+}
+
+} // namespace sluice
