@@ -35,6 +35,7 @@ public:
         if (started_) {
             throw std::logic_error("server::start: already started");
         }
+        validate_config(cfg_); // a config built in code gets the same checks as a parsed one
         const socket_address addr = resolve_listen_address(cfg_.listen);
         ctx_ = std::make_unique<server_context>(cfg_, routes_, log_);
         backend_ = &select_backend(cfg_.backend, driver_options_for(*ctx_, 0), log_);

@@ -8,44 +8,23 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 
+#include <sluice/config.h>
 #include <sluice/error.h>
 
 namespace sluice::detail {
 
 socket_address resolve_listen_address(std::string_view listen) {
-    std::string_view host;
-    std::string_view port;
-    if (!listen.empty() && listen.front() == '[') {
-        const auto close = listen.find(']');
-        if (close == std::string_view::npos || close + 1 >= listen.size() || listen[close + 1] != ':') {
-            throw startup_error("listen",
-                                "expected \"[v6-address]:port\", got \"" + std::string(listen) + "\"");
-        }
-        host = listen.substr(1, close - 1);
-        port = listen.substr(close + 2);
-    } else {
-        const auto colon = listen.rfind(':');
-        if (colon == std::string_view::npos) {
-            throw startup_error("listen", "expected \"host:port\", got \"" + std::string(listen) + "\"");
-        }
-        host = listen.substr(0, colon);
-        port = listen.substr(colon + 1);
-    }
-    unsigned value = 0;
-    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-    if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535) {
-        throw startup_error("listen", "bad port \"" + std::string(port) + "\"");
-    }
+    // One parser validates the text (config.cc); here it only becomes an address.
+    const listen_address parsed = parse_listen(listen);
+    const std::string host_s = parsed.host;
+    const std::string port_s = std::to_string(parsed.port);
     addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
+    hints.ai_family = parsed.ipv6 ? AF_INET6 : AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     addrinfo* res = nullptr;
-    const std::string host_s(host);
-    const std::string port_s(port);
     const int rc = getaddrinfo(host_s.empty() ? nullptr : host_s.c_str(), port_s.c_str(), &hints, &res);
     if (rc != 0 || res == nullptr) {
         throw startup_error("listen", "cannot resolve \"" + host_s + "\": " + gai_strerror(rc));
