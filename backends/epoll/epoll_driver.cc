@@ -222,6 +222,13 @@ int driver::wait(std::chrono::nanoseconds timeout, std::vector<completion>& out)
         // Completions of earlier submissions come first: they happened first.
         out.insert(out.end(), pending_.begin(), pending_.end());
         pending_.clear();
+        if (out.size() > before && polled_last_) {
+            // Submissions already completed (a send written at once, a close): report them
+            // without a syscall; the next wait polls, so no socket waits more than one round.
+            polled_last_ = false;
+            return static_cast<int>(out.size() - before);
+        }
+        polled_last_ = true;
         if (out.size() > before || !ready_.empty()) {
             timeout = std::chrono::nanoseconds(0);
         }

@@ -75,6 +75,7 @@ private:
     std::vector<std::uint64_t> ready_; // fd | generation << 32
     std::vector<std::uint64_t> ready_now_;
     std::vector<epoll_event> events_;
+    bool polled_last_ = true;
 };
 
 } // namespace sluice::io::epoll

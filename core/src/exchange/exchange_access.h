@@ -15,7 +15,9 @@ public:
     /// Binds a fresh exchange to its loop and host for one request.
     static void bind(exchange& ex, const sluice::executor& exec, async_host* host, std::uint64_t generation,
                      std::uint32_t default_timeout_ms) {
-        ex.executor_ = exec;
+        if (ex.executor_.port_ != exec.port_) {
+            ex.executor_ = exec; // pooled exchanges stay on their loop: no ref-count traffic per request
+        }
         ex.host_ = host;
         ex.generation_ = generation;
         ex.default_timeout_ms_ = default_timeout_ms;

@@ -60,6 +60,7 @@ public:
     unsigned index() const noexcept { return index_; }
     sluice::executor executor() const noexcept { return sluice::executor(port_); }
     loop_port& port() noexcept { return *port_; }
+    const std::shared_ptr<loop_port>& executor_port() const noexcept { return port_; }
 
     /// Runs iterations until stop() has been called and `live()` is zero (every handler
     /// that registered itself with retain() has released), or, with `until_idle`, as soon

@@ -17,6 +17,7 @@ bool loop_port::post(task t) {
             wake = driver_;
         }
         tasks_.push_back(std::move(t));
+        nonempty_.store(true, std::memory_order_release);
         // Wake under the lock: close() takes it too, so the driver cannot be destroyed
         // between our check and the wake-up.
         if (wake != nullptr) {
@@ -27,13 +28,16 @@ bool loop_port::post(task t) {
 }
 
 void loop_port::drain(std::vector<task>& out) {
+    if (!nonempty_.load(std::memory_order_acquire)) {
+        return;
+    }
     std::lock_guard lock(mu_);
     out.swap(tasks_);
+    nonempty_.store(false, std::memory_order_relaxed);
 }
 
 bool loop_port::has_tasks() const noexcept {
-    std::lock_guard lock(mu_);
-    return !tasks_.empty();
+    return nonempty_.load(std::memory_order_acquire);
 }
 
 bool loop_port::in_owner_thread() const noexcept {
@@ -44,6 +48,7 @@ void loop_port::close(std::vector<task>& leftovers) {
     std::lock_guard lock(mu_);
     driver_ = nullptr;
     leftovers.swap(tasks_);
+    nonempty_.store(false, std::memory_order_relaxed);
 }
 
 } // namespace sluice::detail

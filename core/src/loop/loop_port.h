@@ -5,6 +5,7 @@
 // the task is dropped (destroyed on the caller's thread).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -38,6 +39,7 @@ public:
 private:
     mutable std::mutex mu_;
     std::vector<task> tasks_;
+    std::atomic<bool> nonempty_{false}; // lets the loop skip the lock when nothing was posted
     detail::loop* loop_;
     io::driver* driver_; // null once closed
 };

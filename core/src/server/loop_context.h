@@ -28,8 +28,9 @@ struct loop_counters {
     std::atomic<std::uint64_t> exchanges_live{0};
     std::atomic<std::uint64_t> suspended{0};
 
-    void add(std::atomic<std::uint64_t>& c, std::int64_t d) noexcept {
-        c.fetch_add(static_cast<std::uint64_t>(d), std::memory_order_relaxed);
+    /// Only the loop's thread writes: a plain load and store, no locked instruction.
+    static void add(std::atomic<std::uint64_t>& c, std::int64_t d) noexcept {
+        c.store(c.load(std::memory_order_relaxed) + static_cast<std::uint64_t>(d), std::memory_order_relaxed);
     }
 };
 
