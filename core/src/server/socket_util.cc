@@ -72,12 +72,20 @@ std::string format_address(const sockaddr* addr, socklen_t len) {
     if (addr->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
         const auto* a = reinterpret_cast<const sockaddr_in6*>(addr);
         ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-        return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
+        // Appended piecewise: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string at -O3.
+        std::string out = "[";
+        out += host;
+        out += "]:";
+        out += std::to_string(ntohs(a->sin6_port));
+        return out;
     }
     if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
         const auto* a = reinterpret_cast<const sockaddr_in*>(addr);
         ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-        return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
+        std::string out = host;
+        out += ':';
+        out += std::to_string(ntohs(a->sin_port));
+        return out;
     }
     return "";
 }
