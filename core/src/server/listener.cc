@@ -82,11 +82,10 @@ void listener::on_io(const io::completion& c) noexcept {
 }
 
 void adopt_connection(loop_context& lc, int fd) noexcept {
-    const auto max = lc.server.cfg.limits.max_connections;
-    if (lc.server.open_connections.fetch_add(1, std::memory_order_relaxed) >= max) {
+    if (lc.server.open_connections.fetch_add(1, std::memory_order_relaxed) >= lc.server.cfg.limits.max_connections) {
         lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
         ::close(fd);
-        lc.server.log.warn("limits.max_connections ({}) reached: connection refused", max);
+        lc.note_refused();
         return;
     }
     // Responses are written whole; Nagle would only delay the last segment (RFC 896 vs

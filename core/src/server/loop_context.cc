@@ -64,6 +64,17 @@ void loop_context::give_buffer(std::string& b) noexcept {
     }
 }
 
+void loop_context::note_refused() noexcept {
+    ++refused_unlogged_;
+    const auto now = loop.now();
+    if (now - refused_logged_at_ >= std::chrono::seconds(1)) {
+        server.log.warn("limits.max_connections ({}) reached: refused {} connection{} in the last second",
+                        server.cfg.limits.max_connections, refused_unlogged_, refused_unlogged_ == 1 ? "" : "s");
+        refused_unlogged_ = 0;
+        refused_logged_at_ = now;
+    }
+}
+
 void loop_context::add(connection* c) {
     c->slot = static_cast<std::uint32_t>(connections_.size());
     connections_.push_back(c);

@@ -61,10 +61,16 @@ public:
 
     std::string_view date() { return dates.get(std::chrono::system_clock::now()); }
 
+    /// Counts a connection refused at limits.max_connections; logs at most once a second, with
+    /// the count, so an overload does not turn into a log flood.
+    void note_refused() noexcept;
+
 private:
     std::vector<std::unique_ptr<exchange>> free_exchanges_;
     std::vector<std::string> free_buffers_;
     std::vector<connection*> connections_; // each knows its index (swap-remove)
+    std::uint64_t refused_unlogged_ = 0;
+    clock::time_point refused_logged_at_{};
 };
 
 } // namespace sluice::detail
