@@ -74,10 +74,9 @@ void loop::defer(deferred& d) {
 }
 
 void loop::stop() {
-    // Through the mailbox, so the flag is only ever touched on the loop thread.
-    if (!port_->post([this] { stopping_ = true; })) {
-        return;
-    }
+    stop_requested_.store(true, std::memory_order_relaxed);
+    // Through the mailbox, so stopping_ is only ever touched on the loop thread.
+    port_->post([this] { stopping_ = true; });
 }
 
 void loop::run(run_mode mode) {

@@ -70,6 +70,9 @@ public:
     /// Makes run() return once live() reaches zero. Thread-safe.
     void stop();
     bool stopping() const noexcept { return stopping_; }
+    /// stop() was called, though the loop may not have acted on it yet (a handler running
+    /// inline learns of it here before the loop's next iteration). Thread-safe.
+    bool stop_requested() const noexcept { return stop_requested_.load(std::memory_order_relaxed); }
 
     /// Count of objects that keep the loop running (connections, listeners).
     void retain() noexcept { ++live_; }
@@ -115,6 +118,7 @@ private:
     bool stopping_ = false;
     bool stop_hooks_ran_ = false;
     std::atomic<std::thread::id> thread_{};
+    std::atomic<bool> stop_requested_{false};
     std::atomic<std::int64_t> busy_since_{0};
 };
 

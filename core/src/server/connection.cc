@@ -445,7 +445,7 @@ void connection::on_async_timeout() noexcept {
 bool connection::decide_keep_alive() const noexcept {
     const auto& req = request_of(*ex_);
     const auto& limits = lc_.server.cfg.limits;
-    if (!req.keep_alive() || close_after_flush_ || peer_closed_ || shutting_down_ || lc_.loop.stopping()) {
+    if (!req.keep_alive() || close_after_flush_ || peer_closed_ || shutting_down_ || lc_.loop.stop_requested()) {
         return false;
     }
     if (limits.max_keepalive_requests != 0 && served_ + 1 >= limits.max_keepalive_requests) {
@@ -716,9 +716,11 @@ void connection::refresh_deadline() noexcept {
     }
     // A head or body deadline runs from the first byte of that part, however slowly the rest
     // trickles in (slowloris); the first request's wait counts as receiving its head.
-    const bool continues = want == deadline_kind_ ||
-                           (want == deadline_kind::head && deadline_kind_ == deadline_kind::first_request);
-    if (!continues) {
+    if (want == deadline_kind::head && deadline_kind_ == deadline_kind::first_request) {
+        deadline_kind_ = deadline_kind::head; // same clock, but now a request is owed a 408
+        return;
+    }
+    if (want != deadline_kind_) {
         set_deadline(want);
     }
 }
