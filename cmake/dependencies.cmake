@@ -14,6 +14,8 @@ add_library(llhttp STATIC ${SLUICE_LLHTTP_SRC}/llhttp.c ${SLUICE_LLHTTP_SRC}/api
 target_include_directories(llhttp SYSTEM PUBLIC ${SLUICE_LLHTTP_INCLUDE})
 set_target_properties(llhttp PROPERTIES POSITION_INDEPENDENT_CODE ON C_STANDARD 99)
 target_compile_options(llhttp PRIVATE -O2 -w)
+# Strict mode: llhttp itself rejects what RFC 9112 forbids (whitespace before a colon, ...).
+target_compile_definitions(llhttp PRIVATE LLHTTP_STRICT_MODE=1)
 
 # toml++ is header-only (Debian libtomlplusplus-dev).
 find_path(SLUICE_TOMLPP_INCLUDE toml++/toml.h REQUIRED)

@@ -1,0 +1,57 @@
+// The one way the core fills a request (a friend of sluice::request).
+#pragma once
+
+#include <sluice/request.h>
+
+#include <string_view>
+
+namespace sluice::detail {
+
+class request_builder {
+public:
+    explicit request_builder(request& r) noexcept : r_(r) {}
+
+    /// Appends to the method / target (llhttp may deliver them in pieces).
+    void append_method(std::string_view piece);
+    void append_target(std::string_view piece);
+    /// A new header starts with its first name piece; the following pieces extend it.
+    void begin_header();
+    void append_header_name(std::string_view piece);
+    void append_header_value(std::string_view piece);
+    /// Trims optional whitespace at the end of the last header value (llhttp keeps it).
+    void finish_header();
+    void append_body(std::string_view piece) { r_.body_.append(piece); }
+    void set_version(http_version v) noexcept { r_.version_ = v; }
+    void set_keep_alive(bool k) noexcept { r_.keep_alive_ = k; }
+    void set_remote_address(std::string_view a) { r_.remote_address_.assign(a); }
+    /// Computes path_len from the target; call once the head is complete.
+    void finish_target() noexcept;
+    /// Stores the decoded path parameters; false if one has a malformed escape.
+    template <class Params>
+    bool set_path_params(const Params& params);
+
+    std::size_t arena_size() const noexcept { return r_.arena_.size(); }
+    std::size_t target_size() const noexcept { return r_.target_.len; }
+
+private:
+    void append(request::slice& s, std::string_view piece);
+    request& r_;
+};
+
+template <class Params>
+bool request_builder::set_path_params(const Params& params) {
+    r_.path_params_.clear();
+    r_.params_.clear();
+    for (const auto& p : params) {
+        auto decoded = percent_decode(p.value);
+        if (!decoded) {
+            return false;
+        }
+        request::slice s{static_cast<std::uint32_t>(r_.params_.size()), static_cast<std::uint32_t>(decoded->size())};
+        r_.params_.append(*decoded);
+        r_.path_params_.emplace_back(p.name, s);
+    }
+    return true;
+}
+
+} // namespace sluice::detail
