@@ -1,0 +1,188 @@
+// The async state machine on its own: transitions, the deferral rule, one terminal
+// transition under races, and handles that outlive everything.
+#include "exchange/async_state.h"
+#include "fakes/fake_driver.h"
+#include "loop/loop.h"
+
+#include <sluice/log.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace sluice::detail {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct recording_host final : async_host {
+    std::vector<std::string> seen;
+    void on_async_signal(std::uint64_t g) noexcept override { seen.push_back("signal:" + std::to_string(g)); }
+    void on_async_timeout_changed(std::uint64_t g) noexcept override {
+        seen.push_back("timeout:" + std::to_string(g));
+    }
+};
+
+struct fixture : ::testing::Test {
+    logger log{log_level::error};
+    detail::loop loop{std::make_unique<testing::fake_driver>(), log, 0};
+    recording_host host;
+
+    // A state as start_async() leaves it: one reference, owned here.
+    async_state* make() { return new async_state(loop.executor_port(), &host, 7); }
+    void run_posted() { loop.run(detail::loop::run_mode::until_idle); }
+};
+
+TEST_F(fixture, sync_dispatch_finishes) {
+    async_context ctx(make());
+    EXPECT_EQ(ctx.state()->handler_returned(), async_state::after_dispatch::finish);
+    EXPECT_FALSE(ctx.complete()); // never started: nothing to complete
+}
+
+TEST_F(fixture, complete_before_the_handler_returns_is_deferred) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    ASSERT_TRUE(st->start(milliseconds(100)));
+    EXPECT_TRUE(ctx.complete(response(201)));
+    EXPECT_FALSE(ctx.complete(response(202))) << "only the first completion counts";
+    EXPECT_FALSE(ctx.resume());
+    run_posted();
+    EXPECT_TRUE(host.seen.empty()) << "a deferred completion posts nothing: the return acts on it";
+    EXPECT_EQ(st->handler_returned(), async_state::after_dispatch::complete);
+    std::optional<response> handed;
+    ASSERT_TRUE(st->take_completion(handed));
+    ASSERT_TRUE(handed.has_value());
+    EXPECT_EQ(handed->status(), 201);
+    EXPECT_TRUE(ctx.is_done());
+}
+
+TEST_F(fixture, resume_before_return_is_deferred_and_the_state_can_start_again) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    ASSERT_TRUE(st->start(milliseconds(0)));
+    EXPECT_TRUE(ctx.resume());
+    EXPECT_EQ(st->handler_returned(), async_state::after_dispatch::resume);
+    ASSERT_TRUE(st->begin_resume());
+    EXPECT_FALSE(ctx.is_done());
+    ASSERT_TRUE(st->start(milliseconds(0))); // the resumed handler suspends again
+    EXPECT_EQ(st->handler_returned(), async_state::after_dispatch::suspend);
+    EXPECT_TRUE(ctx.complete());
+    run_posted();
+    EXPECT_EQ(host.seen, (std::vector<std::string>{"signal:7"}));
+}
+
+TEST_F(fixture, complete_while_suspended_signals_the_loop_once) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    st->start(milliseconds(0));
+    st->handler_returned();
+    std::thread t([ctx]() mutable { EXPECT_TRUE(ctx.complete(response(200))); });
+    t.join();
+    EXPECT_FALSE(ctx.complete());
+    run_posted();
+    EXPECT_EQ(host.seen, (std::vector<std::string>{"signal:7"}));
+}
+
+TEST_F(fixture, timeout_listeners_may_complete_and_then_the_timeout_does_not_end_it) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    st->start(milliseconds(10));
+    st->handler_returned();
+    ASSERT_TRUE(st->begin_timeout());
+    EXPECT_TRUE(ctx.complete(response(504))); // as an on_timeout listener would
+    EXPECT_FALSE(st->finish_timeout());
+    std::optional<response> handed;
+    ASSERT_TRUE(st->take_completion(handed));
+    EXPECT_EQ(handed->status(), 504);
+}
+
+TEST_F(fixture, set_timeout_status_accepts_only_5xx) {
+    async_context ctx(make());
+    EXPECT_FALSE(ctx.set_timeout_status(200));
+    EXPECT_FALSE(ctx.set_timeout_status(600));
+    EXPECT_TRUE(ctx.set_timeout_status(504));
+    EXPECT_EQ(ctx.state()->timeout_status(), 504);
+}
+
+TEST_F(fixture, on_complete_is_claimed_exactly_once) {
+    async_context ctx(make());
+    EXPECT_TRUE(ctx.state()->claim_on_complete());
+    EXPECT_FALSE(ctx.state()->claim_on_complete());
+    EXPECT_TRUE(ctx.is_done());
+    EXPECT_FALSE(ctx.on_complete([](const async_event&) {})) << "listeners after the end are refused";
+}
+
+// Many threads complete while the loop times out: exactly one terminal transition.
+TEST_F(fixture, complete_racing_timeout_and_error_has_exactly_one_winner) {
+    for (int round = 0; round < 300; ++round) {
+        async_context ctx(make());
+        async_state* st = ctx.state();
+        st->start(milliseconds(1));
+        st->handler_returned();
+        std::atomic<int> go{0};
+        std::atomic<int> completes{0};
+        std::vector<std::thread> threads;
+        for (int i = 0; i < 3; ++i) {
+            threads.emplace_back([&, ctx]() mutable {
+                while (go.load() == 0) {
+                }
+                completes += ctx.complete(response(200)) ? 1 : 0;
+            });
+        }
+        go = 1;
+        int loop_wins = 0;
+        if (round % 2 == 0) {
+            if (st->begin_timeout() && st->finish_timeout()) {
+                ++loop_wins;
+            }
+        } else if (st->fail()) {
+            ++loop_wins;
+        }
+        for (auto& t : threads) {
+            t.join();
+        }
+        std::optional<response> handed;
+        const int completion_wins = st->take_completion(handed) ? 1 : 0;
+        EXPECT_EQ(loop_wins + completion_wins, 1) << "round " << round;
+        EXPECT_EQ(completes.load(), completion_wins) << "a complete() that returned true must be the winner";
+        EXPECT_TRUE(ctx.is_done());
+        run_posted();
+    }
+}
+
+TEST_F(fixture, a_handle_outlives_its_loop_and_does_nothing) {
+    async_context ctx;
+    {
+        logger l(log_level::error);
+        auto lp = std::make_unique<detail::loop>(std::make_unique<testing::fake_driver>(), l, 1);
+        recording_host h;
+        async_state* st = new async_state(lp->executor_port(), &h, 1);
+        ctx = async_context(st);
+        st->start(milliseconds(0));
+        st->handler_returned();
+        st->fail();
+        st->detach();
+        lp.reset(); // the loop (and its port's driver) are gone
+    }
+    EXPECT_TRUE(ctx.is_done());
+    EXPECT_FALSE(ctx.complete());
+    EXPECT_FALSE(ctx.resume());
+    EXPECT_FALSE(ctx.set_timeout(milliseconds(5)));
+    EXPECT_FALSE(ctx.on_error([](const async_event&) {}));
+    ctx.set_attribute("k", 1); // harmless
+    EXPECT_EQ(ctx.attribute<int>("k"), 1);
+}
+
+TEST_F(fixture, attributes_are_shared_and_typed) {
+    async_context ctx(make());
+    async_context copy = ctx;
+    copy.set_attribute("r", std::string("body"));
+    EXPECT_EQ(ctx.attribute<std::string>("r"), "body");
+    EXPECT_EQ(ctx.attribute<int>("r"), std::nullopt) << "a wrong type reads as absent";
+    EXPECT_EQ(ctx.attribute<std::string>("missing"), std::nullopt);
+}
+
+} // namespace
+} // namespace sluice::detail

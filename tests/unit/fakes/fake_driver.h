@@ -1,0 +1,138 @@
+// An in-memory driver (STYLE.md rule 7): no sockets, no waiting, deterministic.
+//
+// Each fake descriptor is a peer with a script of inbound bytes. Receiving delivers
+// at most `chunk` bytes per completion (1 = one byte per read), sends append to the
+// peer's outbound bytes (at most `send_limit` per send, to exercise partial writes),
+// and the N-th operation (counting receive deliveries and sends from 0) can be made to
+// fail: a receive as a reset, a send as a broken pipe. wait() never blocks; past a
+// wall-clock deadline it aborts the process, so a test that would hang fails instead.
+#pragma once
+
+#include <sluice/backend.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sluice::testing {
+
+class fake_driver final : public io::driver {
+public:
+    struct peer {
+        std::string inbound;
+        std::size_t delivered = 0;
+        std::string outbound;
+        void* owner = nullptr;
+        bool receiving = false;
+        bool paused = false;
+        bool closed = false;
+        bool eof_at_end = false; ///< deliver end-of-stream once every inbound byte went out
+        bool eof_sent = false;
+    };
+
+    std::size_t chunk = static_cast<std::size_t>(-1);
+    std::size_t send_limit = static_cast<std::size_t>(-1);
+    long fail_at = -1; ///< index of the operation to fail; -1: none
+    long operations = 0;
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    std::map<int, peer> peers;
+
+    int accept(int, void*) noexcept override { return -EOPNOTSUPP; }
+
+    int recv(int fd, void* owner) noexcept override {
+        peer& p = peers[fd];
+        p.owner = owner;
+        p.receiving = true;
+        p.paused = false;
+        return 0;
+    }
+
+    void pause_recv(int fd, void* owner) noexcept override {
+        peer& p = peers[fd];
+        if (p.receiving) {
+            p.receiving = false;
+            p.paused = true;
+            pending_.push_back({owner, io::op::recv, false, -ECANCELED, io::no_buffer, nullptr});
+        }
+    }
+
+    int send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept override {
+        peer& p = peers[fd];
+        if (operations++ == fail_at) {
+            pending_.push_back({owner, io::op::send, false, -EPIPE, io::no_buffer, nullptr});
+            return 0;
+        }
+        std::size_t total = 0;
+        for (int i = 0; i < iovcnt && total < send_limit; ++i) {
+            const std::size_t n = std::min(iov[i].iov_len, send_limit - total);
+            p.outbound.append(static_cast<const char*>(iov[i].iov_base), n);
+            total += n;
+        }
+        pending_.push_back({owner, io::op::send, false, static_cast<std::int32_t>(total), io::no_buffer, nullptr});
+        return 0;
+    }
+
+    int connect(int, const sockaddr*, socklen_t, void*) noexcept override { return -EOPNOTSUPP; }
+
+    void close(int fd, void* owner) noexcept override {
+        peer& p = peers[fd];
+        p.closed = true;
+        p.receiving = false;
+        pending_.push_back({owner, io::op::close, false, 0, io::no_buffer, nullptr});
+    }
+
+    int wait(std::chrono::nanoseconds, std::vector<io::completion>& out) noexcept override {
+        if (std::chrono::steady_clock::now() > deadline) {
+            std::fprintf(stderr, "fake_driver: deadline passed, the loop did not finish\n");
+            std::abort();
+        }
+        const std::size_t before = out.size();
+        out.insert(out.end(), pending_.begin(), pending_.end());
+        pending_.clear();
+        for (auto& [fd, p] : peers) {
+            if (!p.receiving || p.closed) {
+                continue;
+            }
+            if (p.delivered < p.inbound.size()) {
+                if (operations++ == fail_at) {
+                    p.receiving = false;
+                    out.push_back({p.owner, io::op::recv, false, -ECONNRESET, io::no_buffer, nullptr});
+                    continue;
+                }
+                const std::size_t n = std::min(chunk, p.inbound.size() - p.delivered);
+                buffers_.push_back(p.inbound.substr(p.delivered, n));
+                p.delivered += n;
+                out.push_back({p.owner, io::op::recv, true, static_cast<std::int32_t>(n),
+                               static_cast<std::uint32_t>(buffers_.size() - 1), buffers_.back().data()});
+            } else if (p.eof_at_end && !p.eof_sent) {
+                p.eof_sent = true;
+                p.receiving = false;
+                out.push_back({p.owner, io::op::recv, false, 0, io::no_buffer, nullptr});
+            }
+        }
+        return static_cast<int>(out.size() - before);
+    }
+
+    void release(std::uint32_t) noexcept override {
+        ++released;
+        if (released == buffers_.size()) {
+            buffers_.clear(); // rule 5: every lent buffer came back before the next wait
+            released = 0;
+        }
+    }
+
+    void wake() noexcept override {}
+
+    std::size_t released = 0;
+
+private:
+    std::vector<io::completion> pending_;
+    std::deque<std::string> buffers_; // stable addresses while lent
+};
+
+} // namespace sluice::testing
