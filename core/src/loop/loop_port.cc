@@ -40,13 +40,10 @@ bool loop_port::has_tasks() const noexcept {
     return nonempty_.load(std::memory_order_acquire);
 }
 
-bool loop_port::in_owner_thread() const noexcept {
-    return loop_->in_loop_thread();
-}
-
 void loop_port::close(std::vector<task>& leftovers) {
     std::lock_guard lock(mu_);
     driver_ = nullptr;
+    owner_thread_.store(std::thread::id(), std::memory_order_release);
     leftovers.swap(tasks_);
     nonempty_.store(false, std::memory_order_relaxed);
 }

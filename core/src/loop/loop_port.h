@@ -32,7 +32,12 @@ public:
     /// After close(), post() refuses. Tasks still queued are returned for the loop to drop.
     void close(std::vector<task>& leftovers);
 
-    bool in_owner_thread() const noexcept;
+    /// Whether the caller runs the loop. False once the port is closed (the loop may be gone).
+    bool in_owner_thread() const noexcept {
+        return owner_thread_.load(std::memory_order_acquire) == std::this_thread::get_id();
+    }
+    /// The loop's thread starts or stops running it.
+    void set_owner_thread(std::thread::id id) noexcept { owner_thread_.store(id, std::memory_order_release); }
     /// The loop itself; only for tasks, which run on the loop's thread while it lives.
     detail::loop& owner_loop() const noexcept { return *loop_; }
 
@@ -40,6 +45,7 @@ private:
     mutable std::mutex mu_;
     std::vector<task> tasks_;
     std::atomic<bool> nonempty_{false}; // lets the loop skip the lock when nothing was posted
+    std::atomic<std::thread::id> owner_thread_{};
     detail::loop* loop_;
     io::driver* driver_; // null once closed
 };
