@@ -354,6 +354,13 @@ void server_session::next_request() noexcept {
     reset_request_state();
 }
 
+void server_session::reset() noexcept {
+    llhttp_reset(&parser_);
+    reset_request_state();
+    error_status_ = 0;
+    error_reason_ = {};
+}
+
 void server_session::reset_request_state() noexcept {
     req_ = nullptr;
     phase_ = phase::idle;

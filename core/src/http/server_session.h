@@ -25,15 +25,15 @@
 // than 1 (and 1.2+, which llhttp refuses). Upgrade is ignored; trailers are dropped.
 #pragma once
 
-#include <sluice/request.h>
-#include <sluice/response.h>
-
 #include <llhttp.h>
 
 #include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
+
+#include <sluice/request.h>
+#include <sluice/response.h>
 
 namespace sluice::http {
 
@@ -89,6 +89,9 @@ public:
     /// After the response of the ready request was queued: back to idle for the next one.
     void next_request() noexcept;
 
+    /// Back to idle from any phase, failed included (a session returning to a pool).
+    void reset() noexcept;
+
     // llhttp callbacks reach the session through these (implementation detail).
     struct callbacks;
 
@@ -137,16 +140,19 @@ std::string_view continue_response() noexcept;
 /// Appends a whole response: status line, the handler's headers, Date (unless the handler set
 /// one), Content-Length (or none for 1xx/204/304), Connection as needed, then the body
 /// (omitted for HEAD, 1xx, 204, 304). A status outside 100..599 is sent as 500.
-void serialize_response(const response& res, const response_framing& f, std::string_view date, std::string& out);
+void serialize_response(const response& res, const response_framing& f, std::string_view date,
+                        std::string& out);
 
 /// Streaming: the head with Transfer-Encoding: chunked (HTTP/1.1) or no length (HTTP/1.0, which
 /// then forces keep_alive = false), a chunk, and the end of the stream.
-void serialize_stream_head(const response& res, const response_framing& f, std::string_view date, std::string& out);
+void serialize_stream_head(const response& res, const response_framing& f, std::string_view date,
+                           std::string& out);
 void serialize_chunk(std::string_view data, const response_framing& f, std::string& out);
 void serialize_stream_end(const response_framing& f, std::string& out);
 
 /// A complete error response with a short text body and "Connection: close".
-void serialize_error(int status, std::string_view reason, http_version v, std::string_view date, std::string& out);
+void serialize_error(int status, std::string_view reason, http_version v, std::string_view date,
+                     std::string& out);
 
 /// The IMF-fixdate of the current second, recomputed at most once a second.
 class date_cache {

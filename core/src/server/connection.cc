@@ -25,12 +25,14 @@ sluice::request& request_of(exchange& ex) noexcept {
     return exchange_access::request(ex);
 }
 
+bool has_bytes(const buffer& b) noexcept {
+    return b && !b->empty();
+}
+
 } // namespace
 
 connection::connection(loop_context& lc, int fd, std::string_view peer)
-    : lc_(lc), fd_(fd), session_(http::session_limits{lc.server.cfg.limits.max_header_bytes,
-                                                      lc.server.cfg.limits.max_body_bytes}),
-      deadline_timer_(&on_deadline_timer, this), async_timer_(&on_async_timer, this), peer_(peer) {
+    : lc_(lc), timer_(&on_timer_fired, this), peer_(peer), fd_(fd) {
     lc_.add(this);
     lc_.loop.retain();
     lc_.counters.add(lc_.counters.open, 1);
@@ -40,6 +42,21 @@ connection::~connection() {
     lc_.give_buffer(in_);
     lc_.give_buffer(out_);
     lc_.give_buffer(out_next_);
+}
+
+exchange& connection::ex() noexcept {
+    return work_->ex;
+}
+
+http::phase connection::phase() const noexcept {
+    return work_ ? work_->session.current_phase() : http::phase::idle;
+}
+
+std::string& connection::output() noexcept {
+    if (!out_next_) {
+        out_next_ = lc_.take_buffer();
+    }
+    return *out_next_;
 }
 
 void connection::start() {
@@ -81,20 +98,20 @@ void connection::on_recv(const io::completion& c) noexcept {
     }
     if (c.result > 0) {
         std::string_view data(c.data, static_cast<std::size_t>(c.result));
-        if (state_ == state::reading && !in_process_input_ && in_off_ == in_.size() && !close_after_flush_) {
+        if (state_ == state::reading && !in_process_input_ && !has_bytes(in_) && !close_after_flush_) {
             // Fast path: parse straight from the driver's buffer; keep only what is left over.
             data.remove_prefix(parse_from(data));
         }
         if (!data.empty() && state_ != state::closing) {
-            if (in_.capacity() == 0) {
+            if (!in_) {
                 in_ = lc_.take_buffer();
             }
-            in_.append(data);
+            in_->append(data);
         }
         if (state_ == state::closing) {
             return;
         }
-        if (in_.size() - in_off_ > max_buffered_input && !recv_paused_) {
+        if (in_ && in_->size() - in_off_ > max_buffered_input && !recv_paused_) {
             recv_paused_ = true;
             lc_.loop.driver().pause_recv(fd_, this);
         }
@@ -121,20 +138,24 @@ std::size_t connection::parse_from(std::string_view data) noexcept {
     in_process_input_ = true;
     std::size_t off = 0;
     while (off < data.size() && state_ == state::reading && !close_after_flush_ &&
-           out_next_.size() < max_buffered_output) {
-        if (!ex_) {
-            acquire_exchange();
+           (!out_next_ || out_next_->size() < max_buffered_output)) {
+        if (!work_) {
+            acquire_slot();
+            if (!work_) {
+                break; // out of memory: acquire_slot closed the connection
+            }
         }
+        http::server_session& session = work_->session;
         http::feed_result r;
         try {
-            r = session_.feed(data.substr(off), request_of(*ex_));
+            r = session.feed(data.substr(off), request_of(ex()));
         } catch (const std::bad_alloc&) {
-            session_.fail(503, "out of memory");
+            session.fail(503, "out of memory");
             r.status = http::feed_status::failed;
         }
         off += r.consumed;
-        if (session_.take_continue()) {
-            out_next_.append(http::continue_response());
+        if (session.take_continue()) {
+            output().append(http::continue_response());
             schedule_flush();
         }
         if (r.status == http::feed_status::request_ready) {
@@ -142,7 +163,7 @@ std::size_t connection::parse_from(std::string_view data) noexcept {
             continue;
         }
         if (r.status == http::feed_status::failed) {
-            queue_error(session_.error_status(), session_.error_reason());
+            queue_error(session.error_status(), session.error_reason());
         }
         break;
     }
@@ -154,14 +175,15 @@ void connection::process_input() noexcept {
     if (in_process_input_ || state_ != state::reading) {
         return;
     }
-    if (in_off_ < in_.size()) {
-        in_off_ += parse_from(std::string_view(in_).substr(in_off_));
+    if (in_ && in_off_ < in_->size()) {
+        in_off_ += static_cast<std::uint32_t>(parse_from(std::string_view(*in_).substr(in_off_)));
     }
-    if (in_off_ == in_.size()) {
-        in_.clear();
+    if (in_ && in_off_ == in_->size()) {
+        in_->clear();
         in_off_ = 0;
     }
-    if (recv_paused_ && in_.size() - in_off_ <= max_buffered_input / 2 && state_ != state::closing) {
+    const std::size_t buffered = in_ ? in_->size() - in_off_ : 0;
+    if (recv_paused_ && buffered <= max_buffered_input / 2 && state_ != state::closing) {
         recv_paused_ = false;
         if (!recv_armed_ && !peer_closed_) {
             recv_armed_ = true;
@@ -174,10 +196,18 @@ void connection::process_input() noexcept {
     refresh_deadline();
 }
 
-void connection::acquire_exchange() noexcept {
-    ex_ = lc_.take_exchange();
-    exchange_access::bind(*ex_, lc_.loop.executor(), this, ++generation_, lc_.server.cfg.async_timeout_ms);
-    request_builder(request_of(*ex_)).set_remote_address(peer_);
+void connection::acquire_slot() noexcept {
+    try {
+        work_ = lc_.take_slot();
+        exchange_access::bind(ex(), lc_.loop.executor(), this, ++generation_,
+                              lc_.server.cfg.async_timeout_ms);
+        request_builder(request_of(ex())).set_remote_address(peer_);
+    } catch (const std::bad_alloc&) {
+        work_.reset();
+        lc_.server.log.error("{}: out of memory for a request: closing", peer_);
+        close_now();
+        return;
+    }
     lc_.counters.add(lc_.counters.exchanges_live, 1);
 }
 
@@ -185,10 +215,10 @@ void connection::on_request_ready() noexcept {
     state_ = state::dispatching;
     lc_.counters.add(lc_.counters.requests, 1);
     refresh_deadline();
-    auto& req = request_of(*ex_);
+    auto& req = request_of(ex());
     auto m = lc_.server.routes.match(req.method(), req.path(), lc_.params);
     if (m.status != 0) {
-        auto& res = ex_->response();
+        auto& res = ex().response();
         res.status(m.status);
         if (m.status == 405) {
             res.header("Allow", m.allow);
@@ -203,15 +233,15 @@ void connection::on_request_ready() noexcept {
     } catch (const std::bad_alloc&) {
     }
     if (!params_ok) {
-        ex_->response().status(400).text("Bad Request: malformed escape in the path\n");
+        ex().response().status(400).text("Bad Request: malformed escape in the path\n");
         finish_exchange({});
         return;
     }
-    handler_ = m.target;
+    work_->handler = m.target;
     dispatch();
 }
 
-void connection::peer_gone(std::error_code why) noexcept {
+void connection::peer_gone(exchange_errc why) noexcept {
     peer_closed_ = true;
     switch (state_) {
     case state::reading:
@@ -241,7 +271,7 @@ void connection::peer_gone(std::error_code why) noexcept {
 void connection::dispatch() noexcept {
     state_ = state::dispatching;
     if (lc_.server.cfg.dispatch == dispatch_mode::pool && lc_.server.workers != nullptr) {
-        exchange_access::begin_dispatch(*ex_);
+        exchange_access::begin_dispatch(ex());
         const bool submitted = lc_.server.workers->submit([this] {
             run_handler();
             // Posting back orders the handler's writes before the loop reads the exchange.
@@ -254,13 +284,13 @@ void connection::dispatch() noexcept {
             return;
         }
         // The pool is stopping: answer here rather than drop the request.
-        ex_->response().status(503).text("Service Unavailable: shutting down\n");
+        ex().response().status(503).text("Service Unavailable: shutting down\n");
         close_after_flush_ = true;
         finish_exchange(exchange_errc::shutting_down);
         return;
     }
     do {
-        exchange_access::begin_dispatch(*ex_);
+        exchange_access::begin_dispatch(ex());
         run_handler();
     } while (after_handler());
 }
@@ -274,25 +304,25 @@ void connection::on_worker_returned() noexcept {
 void connection::run_handler() noexcept {
     handler_threw_ = false;
     try {
-        (*handler_)(*ex_);
+        (*work_->handler)(ex());
     } catch (const std::exception& e) {
         handler_threw_ = true;
-        lc_.server.log.error("handler for {} {} threw: {}", request_of(*ex_).method(),
-                             request_of(*ex_).path(), e.what());
+        lc_.server.log.error("handler for {} {} threw: {}", request_of(ex()).method(),
+                             request_of(ex()).path(), e.what());
     } catch (...) {
         handler_threw_ = true;
-        lc_.server.log.error("handler for {} {} threw a non-exception", request_of(*ex_).method(),
-                             request_of(*ex_).path());
+        lc_.server.log.error("handler for {} {} threw a non-exception", request_of(ex()).method(),
+                             request_of(ex()).path());
     }
 }
 
 bool connection::after_handler() noexcept {
-    async_state* st = exchange_access::state(*ex_);
+    async_state* st = exchange_access::state(ex());
     if (handler_threw_) {
         if (st != nullptr && st->fail()) {
             fire(async_event_kind::error, exchange_errc::handler_threw);
         }
-        auto& res = ex_->response();
+        auto& res = ex().response();
         if (!response_access::is_head_sent(res)) {
             res.clear();
             res.status(500).text("Internal Server Error\n");
@@ -301,7 +331,7 @@ bool connection::after_handler() noexcept {
         finish_exchange(exchange_errc::handler_threw);
         return false;
     }
-    if (pending_error_) {
+    if (pending_error_ != exchange_errc{}) {
         // The client left while a worker ran the handler.
         if (st != nullptr) {
             (void)st->handler_returned();
@@ -323,7 +353,7 @@ bool connection::after_handler() noexcept {
     case async_state::after_dispatch::complete: {
         std::optional<response> handed;
         if (st->take_completion(handed) && handed) {
-            ex_->response() = std::move(*handed);
+            ex().response() = std::move(*handed);
         }
         finish_exchange({});
         return false;
@@ -337,12 +367,10 @@ bool connection::after_handler() noexcept {
 void connection::suspend() noexcept {
     state_ = state::suspended;
     lc_.counters.add(lc_.counters.suspended, 1);
-    async_state* st = exchange_access::state(*ex_);
-    const auto timeout = st->timeout();
-    if (timeout.count() > 0) {
-        lc_.loop.arm_after(async_timer_, timeout);
-    }
-    if (ex_->response().is_streaming()) {
+    const auto timeout = exchange_access::state(ex())->timeout();
+    async_deadline_ = timeout.count() > 0 ? lc_.loop.now() + timeout : clock::time_point{};
+    arm_timer();
+    if (ex().response().is_streaming()) {
         queue_stream_part();
     }
     if (shutting_down_) {
@@ -357,17 +385,17 @@ void connection::suspend() noexcept {
 void connection::leave_suspended() noexcept {
     state_ = state::dispatching;
     lc_.counters.add(lc_.counters.suspended, -1);
-    lc_.loop.cancel(async_timer_);
+    async_deadline_ = {};
 }
 
 void connection::on_async_signal(std::uint64_t generation) noexcept {
-    if (state_ == state::suspended && ex_ && generation == generation_) {
+    if (state_ == state::suspended && work_ && generation == generation_) {
         handle_signal();
     }
 }
 
 void connection::handle_signal() noexcept {
-    async_state* st = exchange_access::state(*ex_);
+    async_state* st = exchange_access::state(ex());
     switch (st->phase()) {
     case async_phase::completing: {
         std::optional<response> handed;
@@ -375,7 +403,7 @@ void connection::handle_signal() noexcept {
             return;
         }
         leave_suspended();
-        auto& res = ex_->response();
+        auto& res = ex().response();
         if (handed) {
             if (response_access::is_head_sent(res)) {
                 // The stream's head is out: the handed response can only add its body.
@@ -399,26 +427,24 @@ void connection::handle_signal() noexcept {
 }
 
 void connection::on_async_timeout_changed(std::uint64_t generation) noexcept {
-    if (state_ != state::suspended || !ex_ || generation != generation_) {
+    if (state_ != state::suspended || !work_ || generation != generation_) {
         return;
     }
-    const auto timeout = exchange_access::state(*ex_)->timeout();
-    if (timeout.count() > 0) {
-        lc_.loop.arm_after(async_timer_, timeout);
-    } else {
-        lc_.loop.cancel(async_timer_);
+    const auto timeout = exchange_access::state(ex())->timeout();
+    async_deadline_ = timeout.count() > 0 ? lc_.loop.now() + timeout : clock::time_point{};
+    if (async_deadline_ != clock::time_point{}) {
+        // A later deadline is found when the armed timer fires early; an earlier one re-arms now.
+        if (!timer_.armed() || timer_.when > async_deadline_) {
+            lc_.loop.arm(timer_, async_deadline_);
+        }
     }
-}
-
-void connection::on_async_timer(timer& t) noexcept {
-    static_cast<connection*>(t.ctx)->on_async_timeout();
 }
 
 void connection::on_async_timeout() noexcept {
     if (state_ != state::suspended) {
         return;
     }
-    async_state* st = exchange_access::state(*ex_);
+    async_state* st = exchange_access::state(ex());
     if (!st->begin_timeout()) {
         return; // a completion or resume won the race; its signal is on the way
     }
@@ -431,7 +457,7 @@ void connection::on_async_timeout() noexcept {
         return;
     }
     leave_suspended();
-    auto& res = ex_->response();
+    auto& res = ex().response();
     if (response_access::is_head_sent(res)) {
         close_after_flush_ = true; // a stream cut short: end it and close, the status is out
     } else {
@@ -442,10 +468,11 @@ void connection::on_async_timeout() noexcept {
     finish_exchange(exchange_errc::timed_out);
 }
 
-bool connection::decide_keep_alive() const noexcept {
-    const auto& req = request_of(*ex_);
+bool connection::decide_keep_alive() noexcept {
+    const auto& req = request_of(ex());
     const auto& limits = lc_.server.cfg.limits;
-    if (!req.keep_alive() || close_after_flush_ || peer_closed_ || shutting_down_ || lc_.loop.stop_requested()) {
+    if (!req.keep_alive() || close_after_flush_ || peer_closed_ || shutting_down_ ||
+        lc_.loop.stop_requested()) {
         return false;
     }
     if (limits.max_keepalive_requests != 0 && served_ + 1 >= limits.max_keepalive_requests) {
@@ -454,30 +481,28 @@ bool connection::decide_keep_alive() const noexcept {
     if (lc_.server.keepalive_pressure.load(std::memory_order_relaxed)) {
         return false;
     }
-    if (auto c = ex_->response().header("Connection"); c && iequals(*c, "close")) {
+    if (auto c = ex().response().header("Connection"); c && iequals(*c, "close")) {
         return false;
     }
     return true;
 }
 
 void connection::queue_stream_part() noexcept {
-    auto& res = ex_->response();
-    const auto& req = request_of(*ex_);
+    auto& res = ex().response();
+    const auto& req = request_of(ex());
     http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
     try {
-        if (out_next_.capacity() == 0) {
-            out_next_ = lc_.take_buffer();
-        }
+        std::string& out = output();
         if (!response_access::is_head_sent(res)) {
             // HTTP/1.0 has no chunked coding: the stream ends by closing.
             f.keep_alive = decide_keep_alive() && req.version() == http_version{1, 1};
             stream_keep_alive_ = f.keep_alive;
-            http::serialize_stream_head(res, f, lc_.date(), out_next_);
+            http::serialize_stream_head(res, f, lc_.date(), out);
             response_access::mark_head_sent(res);
         }
         if (!res.body().empty()) {
             if (!f.head_request) {
-                http::serialize_chunk(res.body(), f, out_next_);
+                http::serialize_chunk(res.body(), f, out);
             }
             res.body().clear();
         }
@@ -488,24 +513,22 @@ void connection::queue_stream_part() noexcept {
 }
 
 void connection::finish_exchange(std::error_code outcome) noexcept {
-    auto& res = ex_->response();
-    const auto& req = request_of(*ex_);
+    auto& res = ex().response();
+    const auto& req = request_of(ex());
     bool keep_alive = false;
     try {
-        if (out_next_.capacity() == 0) {
-            out_next_ = lc_.take_buffer();
-        }
+        std::string& out = output();
         if (res.is_streaming()) {
             queue_stream_part();
             http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
             if (!f.head_request) {
-                http::serialize_stream_end(f, out_next_);
+                http::serialize_stream_end(f, out);
             }
             keep_alive = stream_keep_alive_ && !close_after_flush_;
         } else {
             keep_alive = decide_keep_alive();
             http::response_framing f{req.version(), req.method() == "HEAD", keep_alive};
-            http::serialize_response(res, f, lc_.date(), out_next_);
+            http::serialize_response(res, f, lc_.date(), out);
         }
     } catch (const std::bad_alloc&) {
         keep_alive = false;
@@ -514,22 +537,21 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
         close_after_flush_ = true;
     }
     release_exchange(outcome);
-    session_.next_request();
     ++served_;
     state_ = state::reading;
-    if (pending_error_ || shutting_down_) {
+    if (pending_error_ != exchange_errc{} || shutting_down_) {
         close_after_flush_ = true;
     }
     schedule_flush();
     process_input();
 }
 
-void connection::abort_exchange(std::error_code why) noexcept {
+void connection::abort_exchange(exchange_errc why) noexcept {
     if (state_ == state::suspended) {
         leave_suspended();
     }
-    if (ex_) {
-        async_state* st = exchange_access::state(*ex_);
+    if (work_) {
+        async_state* st = exchange_access::state(ex());
         if (st != nullptr && st->fail()) {
             fire(async_event_kind::error, why);
         }
@@ -540,21 +562,19 @@ void connection::abort_exchange(std::error_code why) noexcept {
 }
 
 void connection::release_exchange(std::error_code outcome) noexcept {
-    if (async_state* st = exchange_access::state(*ex_); st != nullptr) {
-        lc_.loop.cancel(async_timer_);
+    if (async_state* st = exchange_access::state(ex()); st != nullptr) {
+        async_deadline_ = {};
         if (st->claim_on_complete()) {
             fire(async_event_kind::complete, outcome);
         }
     }
-    exchange_access::reset(*ex_);
-    lc_.give_exchange(std::move(ex_));
+    lc_.give_slot(std::move(work_));
     lc_.counters.add(lc_.counters.exchanges_live, -1);
-    handler_ = nullptr;
     pending_error_ = {};
 }
 
 void connection::fire(async_event_kind kind, std::error_code error) noexcept {
-    async_state* st = exchange_access::state(*ex_);
+    async_state* st = exchange_access::state(ex());
     try {
         auto listeners = st->listeners(kind);
         if (listeners.empty()) {
@@ -578,19 +598,16 @@ void connection::fire(async_event_kind kind, std::error_code error) noexcept {
 
 void connection::queue_error(int status, std::string_view reason) noexcept {
     // The request is unusable: answer, then close (RFC 9112 §9.6 leaves no way to resync).
-    http_version v = ex_ ? request_of(*ex_).version() : http_version{1, 1};
+    http_version v = work_ ? request_of(ex()).version() : http_version{1, 1};
     if (v.major != 1) {
         v = {1, 1};
     }
     try {
-        if (out_next_.capacity() == 0) {
-            out_next_ = lc_.take_buffer();
-        }
-        http::serialize_error(status, reason, v, lc_.date(), out_next_);
+        http::serialize_error(status, reason, v, lc_.date(), output());
     } catch (const std::bad_alloc&) {
     }
     lc_.server.log.debug("{}: {} {}", peer_, status, reason);
-    if (ex_) {
+    if (work_) {
         release_exchange({});
     }
     close_after_flush_ = true;
@@ -614,15 +631,15 @@ void connection::start_send() noexcept {
     if (sending_ || state_ == state::closing) {
         return;
     }
-    if (out_next_.empty()) {
+    if (!has_bytes(out_next_)) {
         if (close_after_flush_ && state_ == state::reading) {
             close_now();
         }
         return;
     }
-    out_.swap(out_next_);
+    std::swap(out_, out_next_);
     out_off_ = 0;
-    iov_ = {out_.data(), out_.size()};
+    iov_ = {out_->data(), out_->size()};
     sending_ = true;
     if (lc_.loop.driver().send(fd_, &iov_, 1, this) < 0) {
         sending_ = false;
@@ -648,9 +665,9 @@ void connection::on_sent(const io::completion& c) noexcept {
         }
         return;
     }
-    out_off_ += static_cast<std::size_t>(c.result);
-    if (out_off_ < out_.size()) {
-        iov_ = {out_.data() + out_off_, out_.size() - out_off_};
+    out_off_ += static_cast<std::uint32_t>(c.result);
+    if (out_off_ < out_->size()) {
+        iov_ = {out_->data() + out_off_, out_->size() - out_off_};
         sending_ = true;
         if (lc_.loop.driver().send(fd_, &iov_, 1, this) < 0) {
             sending_ = false;
@@ -660,9 +677,9 @@ void connection::on_sent(const io::completion& c) noexcept {
         set_deadline(deadline_kind::write); // progress: the write deadline starts again
         return;
     }
-    out_.clear();
+    out_->clear();
     out_off_ = 0;
-    if (!out_next_.empty()) {
+    if (has_bytes(out_next_)) {
         start_send();
         return;
     }
@@ -676,13 +693,13 @@ void connection::on_sent(const io::completion& c) noexcept {
 
 void connection::trim_buffers() noexcept {
     // An idle connection holds no buffers: they go back to the loop's pool.
-    if (!sending_ && out_.empty()) {
+    if (!sending_ && out_ && out_->empty()) {
         lc_.give_buffer(out_);
     }
-    if (out_next_.empty()) {
+    if (out_next_ && out_next_->empty()) {
         lc_.give_buffer(out_next_);
     }
-    if (in_.empty()) {
+    if (in_ && in_->empty()) {
         lc_.give_buffer(in_);
     }
 }
@@ -699,7 +716,7 @@ void connection::refresh_deadline() noexcept {
     }
     deadline_kind want = deadline_kind::none;
     if (state_ == state::reading) {
-        switch (session_.current_phase()) {
+        switch (phase()) {
         case http::phase::idle:
             want = served_ == 0 ? deadline_kind::first_request : deadline_kind::idle;
             break;
@@ -746,37 +763,53 @@ void connection::set_deadline(deadline_kind kind) noexcept {
         break;
     }
     deadline_kind_ = kind;
-    if (ms == 0) {
-        deadline_ = {};
-        return;
+    io_deadline_ = ms == 0 ? clock::time_point{} : lc_.loop.now() + std::chrono::milliseconds(ms);
+    arm_timer();
+}
+
+void connection::arm_timer() noexcept {
+    // The earlier of the two deadlines; a timer already armed earlier stays (lazy: when it fires
+    // early, on_timer re-arms for what is then due).
+    clock::time_point next = io_deadline_;
+    if (async_deadline_ != clock::time_point{} && (next == clock::time_point{} || async_deadline_ < next)) {
+        next = async_deadline_;
     }
-    deadline_ = lc_.loop.now() + std::chrono::milliseconds(ms);
-    if (!deadline_timer_.armed() || deadline_timer_.when > deadline_) {
-        lc_.loop.arm(deadline_timer_, deadline_);
+    if (next != clock::time_point{} && (!timer_.armed() || timer_.when > next)) {
+        lc_.loop.arm(timer_, next);
     }
 }
 
-void connection::on_deadline_timer(timer& t) noexcept {
-    static_cast<connection*>(t.ctx)->on_deadline();
+void connection::on_timer_fired(timer& t) noexcept {
+    static_cast<connection*>(t.ctx)->on_timer();
+}
+
+void connection::on_timer() noexcept {
+    if (state_ == state::closing) {
+        return;
+    }
+    const auto now = lc_.loop.now();
+    if (async_deadline_ != clock::time_point{} && async_deadline_ <= now) {
+        async_deadline_ = {};
+        on_async_timeout();
+    }
+    if (state_ != state::closing && io_deadline_ != clock::time_point{} && io_deadline_ <= now) {
+        on_deadline();
+    }
+    if (state_ != state::closing) {
+        arm_timer(); // whatever deadline is still ahead
+    }
 }
 
 void connection::on_deadline() noexcept {
-    if (state_ == state::closing || deadline_ == clock::time_point{}) {
-        return;
-    }
-    if (lc_.loop.now() < deadline_) {
-        lc_.loop.arm(deadline_timer_, deadline_); // the deadline moved later meanwhile
-        return;
-    }
     const deadline_kind kind = deadline_kind_;
-    deadline_ = {};
+    io_deadline_ = {};
     deadline_kind_ = deadline_kind::none;
     switch (kind) {
     case deadline_kind::head:
     case deadline_kind::body:
-        if (state_ == state::reading && output_idle()) {
-            session_.fail(408, "the request was not received in time");
-            queue_error(408, session_.error_reason());
+        if (state_ == state::reading && output_idle() && work_) {
+            work_->session.fail(408, "the request was not received in time");
+            queue_error(408, work_ ? work_->session.error_reason() : "request timeout");
             return;
         }
         close_now();
@@ -831,7 +864,7 @@ void connection::close_now() noexcept {
     }
     if (state_ == state::dispatching) {
         // A worker holds the exchange; closing waits for it (after_handler sees the error).
-        if (!pending_error_) {
+        if (pending_error_ == exchange_errc{}) {
             pending_error_ = exchange_errc::client_disconnected;
         }
         return;
@@ -840,12 +873,11 @@ void connection::close_now() noexcept {
         abort_exchange(exchange_errc::client_disconnected);
         return;
     }
-    if (ex_) {
+    if (work_) {
         release_exchange(exchange_errc::client_disconnected);
     }
     state_ = state::closing;
-    lc_.loop.cancel(deadline_timer_);
-    lc_.loop.cancel(async_timer_);
+    lc_.loop.cancel(timer_);
     lc_.loop.driver().close(fd_, this);
 }
 

@@ -27,8 +27,8 @@
 #include <string>
 #include <system_error>
 
+#include <sluice/error.h>
 #include <sluice/exchange.h>
-#include <sluice/handler.h>
 
 #include "exchange/async_state.h"
 #include "http/server_session.h"
@@ -37,6 +37,8 @@
 namespace sluice::detail {
 
 class loop_context;
+struct request_slot;
+using buffer = std::unique_ptr<std::string>;
 
 class connection final : public io_handler, public async_host, public deferred {
 public:
@@ -61,13 +63,16 @@ private:
     enum class state : std::uint8_t { reading, dispatching, suspended, closing };
     enum class deadline_kind : std::uint8_t { none, first_request, idle, head, body, write };
 
+    exchange& ex() noexcept;
+    http::phase phase() const noexcept;
+
     // Input.
     void on_recv(const io::completion& c) noexcept;
     void process_input() noexcept;
     std::size_t parse_from(std::string_view data) noexcept;
-    void acquire_exchange() noexcept;
+    void acquire_slot() noexcept;
     void on_request_ready() noexcept;
-    void peer_gone(std::error_code why) noexcept;
+    void peer_gone(exchange_errc why) noexcept;
 
     // Exchanges.
     void dispatch() noexcept;
@@ -78,25 +83,28 @@ private:
     void leave_suspended() noexcept;
     void handle_signal() noexcept;
     void finish_exchange(std::error_code outcome) noexcept;
-    void abort_exchange(std::error_code why) noexcept;
+    void abort_exchange(exchange_errc why) noexcept;
     void release_exchange(std::error_code outcome) noexcept;
     void fire(async_event_kind kind, std::error_code error) noexcept;
-    bool decide_keep_alive() const noexcept;
+    bool decide_keep_alive() noexcept;
     void queue_error(int status, std::string_view reason) noexcept;
     void queue_stream_part() noexcept;
+    std::string& output() noexcept;
 
     // Output.
     void schedule_flush() noexcept;
     void start_send() noexcept;
     void on_sent(const io::completion& c) noexcept;
-    bool output_idle() const noexcept { return !sending_ && out_next_.empty(); }
+    bool output_idle() const noexcept { return !sending_ && (!out_next_ || out_next_->empty()); }
 
-    // Deadlines: one armed timer, moved lazily (re-armed only when a deadline comes earlier).
+    // Deadlines: one timer for the I/O deadline and the async timeout, armed at the earlier of
+    // the two and moved lazily (re-armed only when a deadline comes earlier).
     void refresh_deadline() noexcept;
     void set_deadline(deadline_kind kind) noexcept;
+    void arm_timer() noexcept;
+    void on_timer() noexcept;
     void on_deadline() noexcept;
-    static void on_deadline_timer(timer& t) noexcept;
-    static void on_async_timer(timer& t) noexcept;
+    static void on_timer_fired(timer& t) noexcept;
     void on_async_timeout() noexcept;
 
     void close_now() noexcept;
@@ -104,37 +112,32 @@ private:
     void trim_buffers() noexcept;
 
     loop_context& lc_;
-    int fd_;
-    http::server_session session_;
-    std::unique_ptr<exchange> ex_;
-    const sluice::handler* handler_ = nullptr;
+    std::unique_ptr<request_slot> work_; // the request in progress: parser, exchange, handler
+    buffer in_;                          // received, not parsed yet (pipelined or awaiting a busy exchange)
+    buffer out_;                         // being sent (frozen while sending_)
+    buffer out_next_;                    // queued behind out_
+    std::uint32_t in_off_ = 0;           // parsed prefix of in_
+    std::uint32_t out_off_ = 0;          // sent prefix of out_
+    iovec iov_{};
+    timer timer_;
+    clock::time_point io_deadline_{};
+    clock::time_point async_deadline_{};
+    std::string peer_;
     std::uint64_t generation_ = 0;
     std::uint32_t served_ = 0;
+    int fd_;
     state state_ = state::reading;
-
-    std::string in_;          // received, not parsed yet (pipelined or awaiting a busy exchange)
-    std::size_t in_off_ = 0;  // parsed prefix of in_
-    std::string out_;         // being sent (frozen while sending_)
-    std::size_t out_off_ = 0; // sent prefix of out_
-    std::string out_next_;    // queued behind out_
-    iovec iov_{};
-
-    timer deadline_timer_;
-    clock::time_point deadline_{};
     deadline_kind deadline_kind_ = deadline_kind::none;
-    timer async_timer_;
-    std::string peer_;
-
-    std::error_code pending_error_; // seen while a pool worker ran the handler
+    exchange_errc pending_error_{}; // seen while a pool worker ran the handler; {} = none
     bool sending_ = false;
+    bool recv_armed_ = false;
     bool recv_paused_ = false;
     bool peer_closed_ = false;
     bool close_after_flush_ = false;
     bool in_process_input_ = false;
-    bool stream_keep_alive_ = true; // a streaming response fixed its framing when its head went out
-    bool recv_armed_ = false;
     bool shutting_down_ = false;
-    bool handler_threw_ = false; // written by the handler's thread, read after it returned
+    bool stream_keep_alive_ = true; // a streaming response fixed its framing when its head went out
+    bool handler_threw_ = false;    // written by the handler's thread, read after it returned
 };
 
 } // namespace sluice::detail

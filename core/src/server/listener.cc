@@ -82,7 +82,8 @@ void listener::on_io(const io::completion& c) noexcept {
 }
 
 void adopt_connection(loop_context& lc, int fd) noexcept {
-    if (lc.server.open_connections.fetch_add(1, std::memory_order_relaxed) >= lc.server.cfg.limits.max_connections) {
+    if (lc.server.open_connections.fetch_add(1, std::memory_order_relaxed) >=
+        lc.server.cfg.limits.max_connections) {
         lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
         ::close(fd);
         lc.note_refused();

@@ -7,7 +7,7 @@ namespace sluice::detail {
 
 namespace {
 // Pools keep what steady state needs and let spikes go: past these, objects are freed.
-constexpr std::size_t max_free_exchanges = 4096;
+constexpr std::size_t max_free_slots = 4096;
 constexpr std::size_t max_free_buffers = 4096;
 constexpr std::size_t buffer_capacity = 4096;
 constexpr std::size_t max_pooled_buffer = 256 * 1024;
@@ -16,48 +16,51 @@ constexpr std::size_t max_pooled_body = 64 * 1024;
 
 loop_context::~loop_context() = default;
 
-std::unique_ptr<exchange> loop_context::take_exchange() {
-    if (free_exchanges_.empty()) {
-        return std::make_unique<exchange>();
+std::unique_ptr<request_slot> loop_context::take_slot() {
+    if (free_slots_.empty()) {
+        const auto& l = server.cfg.limits;
+        return std::make_unique<request_slot>(http::session_limits{l.max_header_bytes, l.max_body_bytes});
     }
-    auto ex = std::move(free_exchanges_.back());
-    free_exchanges_.pop_back();
-    return ex;
+    auto s = std::move(free_slots_.back());
+    free_slots_.pop_back();
+    return s;
 }
 
-void loop_context::give_exchange(std::unique_ptr<exchange> ex) noexcept {
+void loop_context::give_slot(std::unique_ptr<request_slot> s) noexcept {
     // An exchange that carried a big body keeps that capacity: free it rather than pool it.
-    if (free_exchanges_.size() >= max_free_exchanges || ex->request().body().size() > max_pooled_body ||
-        ex->response().body().capacity() > max_pooled_body) {
-        return;
+    if (free_slots_.size() >= max_free_slots || s->ex.request().body().size() > max_pooled_body ||
+        s->ex.response().body().capacity() > max_pooled_body) {
+        return; // the exchange's destructor lets go of its async state
     }
+    exchange_access::reset(s->ex);
+    s->session.reset();
+    s->handler = nullptr;
     try {
-        free_exchanges_.push_back(std::move(ex));
+        free_slots_.push_back(std::move(s));
     } catch (const std::bad_alloc&) {
     }
 }
 
-std::string loop_context::take_buffer() {
+buffer loop_context::take_buffer() {
     if (free_buffers_.empty()) {
-        std::string b;
-        b.reserve(buffer_capacity);
+        auto b = std::make_unique<std::string>();
+        b->reserve(buffer_capacity);
         return b;
     }
-    std::string b = std::move(free_buffers_.back());
+    buffer b = std::move(free_buffers_.back());
     free_buffers_.pop_back();
     return b;
 }
 
-void loop_context::give_buffer(std::string& b) noexcept {
-    if (b.capacity() <= 15) {
-        return; // nothing worth keeping (small-string storage)
-    }
-    std::string owned = std::move(b);
-    b = std::string(); // the giver holds no capacity any more
-    if (free_buffers_.size() >= max_free_buffers || owned.capacity() > max_pooled_buffer) {
+void loop_context::give_buffer(buffer& b) noexcept {
+    if (!b) {
         return;
     }
-    owned.clear();
+    buffer owned = std::move(b);
+    if (free_buffers_.size() >= max_free_buffers || owned->capacity() > max_pooled_buffer) {
+        return;
+    }
+    owned->clear();
     try {
         free_buffers_.push_back(std::move(owned));
     } catch (const std::bad_alloc&) {
@@ -69,7 +72,8 @@ void loop_context::note_refused() noexcept {
     const auto now = loop.now();
     if (now - refused_logged_at_ >= std::chrono::seconds(1)) {
         server.log.warn("limits.max_connections ({}) reached: refused {} connection{} in the last second",
-                        server.cfg.limits.max_connections, refused_unlogged_, refused_unlogged_ == 1 ? "" : "s");
+                        server.cfg.limits.max_connections, refused_unlogged_,
+                        refused_unlogged_ == 1 ? "" : "s");
         refused_unlogged_ = 0;
         refused_logged_at_ = now;
     }

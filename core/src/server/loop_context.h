@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <sluice/exchange.h>
+#include <sluice/handler.h>
 #include <sluice/router.h>
 
 #include "http/server_session.h"
@@ -19,6 +20,18 @@
 namespace sluice::detail {
 
 class connection;
+
+/// What a connection needs only while a request is in progress: the parser and the
+/// exchange. Pooled per loop, so an idle keep-alive connection holds neither.
+struct request_slot {
+    explicit request_slot(const http::session_limits& limits) : session(limits) {}
+    http::server_session session;
+    sluice::exchange ex;
+    const sluice::handler* handler = nullptr;
+};
+
+/// An I/O buffer lent by the loop's pool: one pointer in the connection that holds it.
+using buffer = std::unique_ptr<std::string>;
 
 /// Counters one loop writes and anyone may read (relaxed; summed by server::stats()).
 struct loop_counters {
@@ -47,12 +60,14 @@ public:
     http::date_cache dates;
     std::vector<router::param> params; ///< scratch for route matching
 
-    std::unique_ptr<exchange> take_exchange();
-    void give_exchange(std::unique_ptr<exchange> ex) noexcept;
+    std::unique_ptr<request_slot> take_slot();
+    /// Takes a slot back after its exchange ended (on_complete has run): resets the exchange
+    /// (detaching its async state) and the session, and pools it.
+    void give_slot(std::unique_ptr<request_slot> s) noexcept;
 
-    /// A buffer with some capacity; give it back empty when done.
-    std::string take_buffer();
-    void give_buffer(std::string& b) noexcept;
+    /// An empty buffer with some capacity; give it back when done (b becomes null).
+    buffer take_buffer();
+    void give_buffer(buffer& b) noexcept;
 
     /// Connections of this loop (for shutdown).
     void add(connection* c);
@@ -66,8 +81,8 @@ public:
     void note_refused() noexcept;
 
 private:
-    std::vector<std::unique_ptr<exchange>> free_exchanges_;
-    std::vector<std::string> free_buffers_;
+    std::vector<std::unique_ptr<request_slot>> free_slots_;
+    std::vector<buffer> free_buffers_;
     std::vector<connection*> connections_; // each knows its index (swap-remove)
     std::uint64_t refused_unlogged_ = 0;
     clock::time_point refused_logged_at_{};
