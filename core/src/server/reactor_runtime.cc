@@ -48,6 +48,11 @@ public:
         const unsigned n = ctx_.cfg.io_threads;
         // Every loop gets its own SO_REUSEPORT socket: the kernel spreads connections, and no
         // loop ever touches another's listener. Bound here, so that errors are startup errors.
+        // SO_REUSEPORT would also let us join a port that another process (of the same user)
+        // holds with SO_REUSEPORT: a plain bind first makes "address in use" an error instead.
+        if (n > 1 && port_of(addr) != 0) {
+            ::close(open_listener(addr, reuse_port::no, 1));
+        }
         for (unsigned i = 0; i < n; ++i) {
             socket_address a = addr;
             if (i > 0) {
@@ -146,6 +151,13 @@ private:
         std::unique_ptr<loop_context> ctx;
         std::thread thread;
     };
+
+    static std::uint16_t port_of(const socket_address& a) {
+        if (a.storage.ss_family == AF_INET6) {
+            return ntohs(reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_port);
+        }
+        return ntohs(reinterpret_cast<const sockaddr_in*>(&a.storage)->sin_port);
+    }
 
     static void set_port(socket_address& a, std::uint16_t port) {
         if (a.storage.ss_family == AF_INET6) {
