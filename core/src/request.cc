@@ -70,14 +70,6 @@ std::optional<std::string> percent_decode(std::string_view in, plus_decoding plu
     return out;
 }
 
-std::string_view request::query() const noexcept {
-    if (path_len_ >= target_.len) {
-        return {};
-    }
-    // Skips the '?' itself.
-    return view({target_.off + path_len_ + 1, target_.len - path_len_ - 1});
-}
-
 std::optional<std::string> request::query_param(std::string_view name) const {
     std::string_view rest = query();
     while (!rest.empty()) {
@@ -129,7 +121,8 @@ void request::clear() noexcept {
     arena_.clear();
     method_ = {};
     target_ = {};
-    path_len_ = 0;
+    path_ = {};
+    query_ = {};
     headers_.clear();
     path_params_.clear();
     params_.clear();

@@ -45,10 +45,11 @@ public:
     std::string_view method() const noexcept { return view(method_); }
     /// The request-target exactly as received ("/a/b?x=1").
     std::string_view target() const noexcept { return view(target_); }
-    /// The target up to '?', not decoded.
-    std::string_view path() const noexcept { return view({target_.off, path_len_}); }
+    /// The path of the target, not decoded: up to '?', and without "http://host" when the
+    /// target is in absolute form (RFC 9112 §3.2.2).
+    std::string_view path() const noexcept { return view(path_); }
     /// The part after '?', not decoded ("" when absent).
-    std::string_view query() const noexcept;
+    std::string_view query() const noexcept { return view(query_); }
     /// The first query parameter of that name, percent-decoded ('+' as space); nullopt if absent
     /// or malformed.
     std::optional<std::string> query_param(std::string_view name) const;
@@ -83,7 +84,8 @@ private:
     std::string arena_;
     slice method_;
     slice target_;
-    std::uint32_t path_len_ = 0;
+    slice path_;
+    slice query_;
     std::vector<std::pair<slice, slice>> headers_;
     std::vector<std::pair<std::string_view, slice>> path_params_; // name (router-owned) -> value in params_
     std::string params_;                                          // decoded path parameter values

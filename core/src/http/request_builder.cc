@@ -59,10 +59,34 @@ void request_builder::finish_header() {
 }
 
 // origin-form = absolute-path [ "?" query ] (RFC 9112 §3.2.1): the path ends at the first '?'.
-void request_builder::finish_target() noexcept {
+// absolute-form (§3.2.2, which a server MUST accept): "http://authority/path?query"; the path
+// starts at the first '/' after the authority, and is "/" when the target has none.
+void request_builder::finish_target() {
     const std::string_view t = r_.target();
-    const std::size_t q = t.find('?');
-    r_.path_len_ = static_cast<std::uint32_t>(q == std::string_view::npos ? t.size() : q);
+    std::size_t start = 0;
+    bool absolute = false;
+    for (std::string_view scheme : {"http://", "https://"}) {
+        if (t.size() >= scheme.size() && iequals(t.substr(0, scheme.size()), scheme)) {
+            start = t.find_first_of("/?", scheme.size());
+            absolute = true;
+            if (start == std::string_view::npos) {
+                start = t.size();
+            }
+            break;
+        }
+    }
+    const std::size_t q = t.find('?', start);
+    const std::size_t path_end = q == std::string_view::npos ? t.size() : q;
+    if (q != std::string_view::npos) {
+        r_.query_ = {static_cast<std::uint32_t>(r_.target_.off + q + 1),
+                     static_cast<std::uint32_t>(t.size() - q - 1)};
+    }
+    if (absolute && path_end == start) {
+        r_.path_ = {static_cast<std::uint32_t>(r_.arena_.size()), 1};
+        r_.arena_.push_back('/');
+        return;
+    }
+    r_.path_ = {static_cast<std::uint32_t>(r_.target_.off + start), static_cast<std::uint32_t>(path_end - start)};
 }
 
 } // namespace sluice::detail

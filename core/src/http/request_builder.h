@@ -24,8 +24,8 @@ public:
     void set_version(http_version v) noexcept { r_.version_ = v; }
     void set_keep_alive(bool k) noexcept { r_.keep_alive_ = k; }
     void set_remote_address(std::string_view a) { r_.remote_address_.assign(a); }
-    /// Computes path_len from the target; call once the head is complete.
-    void finish_target() noexcept;
+    /// Computes the path and query from the target; call once the target is complete.
+    void finish_target();
     /// Stores the decoded path parameters; false if one has a malformed escape.
     template <class Params>
     bool set_path_params(const Params& params);

@@ -485,7 +485,11 @@ int server_session::check_head() noexcept {
     const bool close = (p->flags & F_CONNECTION_CLOSE) != 0;
     const bool keep = (p->flags & F_CONNECTION_KEEP_ALIVE) != 0;
     b.set_keep_alive(!close && (http11 || keep));
-    b.finish_target();
+    try {
+        b.finish_target(); // may add "/" to the arena for an absolute-form target without a path
+    } catch (const std::bad_alloc&) {
+        return callbacks::fail(p, callback_error, 503, "out of memory");
+    }
 
     const bool body_follows = (p->flags & F_CHUNKED) != 0 || (has_length && p->content_length > 0);
     // RFC 9110 §10.1.1: a server MUST ignore 100-continue in an HTTP/1.0 request.

@@ -519,9 +519,15 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
     try {
         std::string& out = output();
         if (res.is_streaming()) {
+            const bool head_was_out = response_access::is_head_sent(res);
             queue_stream_part();
             http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
-            if (!f.head_request) {
+            if (head_was_out && outcome) {
+                // A stream cut short (timeout, a throwing handler): no terminating chunk, so the
+                // client sees an incomplete message rather than a whole, truncated body
+                // (RFC 9112 §8: incomplete messages are detectable by their framing).
+                close_after_flush_ = true;
+            } else if (!f.head_request) {
                 http::serialize_stream_end(f, out);
             }
             keep_alive = stream_keep_alive_ && !close_after_flush_;

@@ -71,7 +71,7 @@ void loop_context::note_refused() noexcept {
     ++refused_unlogged_;
     const auto now = loop.now();
     if (now - refused_logged_at_ >= std::chrono::seconds(1)) {
-        server.log.warn("limits.max_connections ({}) reached: refused {} connection{} in the last second",
+        server.log.warn("limits.max_connections ({}) reached: refused {} connection{} since the last report",
                         server.cfg.limits.max_connections, refused_unlogged_,
                         refused_unlogged_ == 1 ? "" : "s");
         refused_unlogged_ = 0;
