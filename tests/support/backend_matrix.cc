@@ -1,0 +1,62 @@
+#include "support/backend_matrix.h"
+
+namespace sluice::test {
+
+void PrintTo(const backend_param& p, std::ostream* os) {
+    *os << p.backend << (p.dispatch == dispatch_mode::pool ? "/pool" : "/inline");
+}
+
+std::vector<backend_param> backend_matrix() {
+    std::vector<backend_param> out;
+    for (const io::backend* b : io::registered_backends()) {
+        out.push_back({std::string(b->name), dispatch_mode::inline_io});
+        out.push_back({std::string(b->name), dispatch_mode::pool});
+    }
+    return out;
+}
+
+std::string backend_param_name(const testing::TestParamInfo<backend_param>& info) {
+    return info.param.backend + (info.param.dispatch == dispatch_mode::pool ? "_pool" : "_inline");
+}
+
+const io::backend* find_backend(std::string_view name) noexcept {
+    for (const io::backend* b : io::registered_backends()) {
+        if (b->name == name) {
+            return b;
+        }
+    }
+    return nullptr;
+}
+
+std::string backend_unavailable_reason(std::string_view name) {
+    const io::backend* b = find_backend(name);
+    if (b == nullptr) {
+        return "backend \"" + std::string(name) + "\" is not registered";
+    }
+    return b->probe(io::driver_options{});
+}
+
+void backend_test::SetUp() {
+    const std::string why = backend_unavailable_reason(GetParam().backend);
+    if (!why.empty()) {
+        GTEST_SKIP() << "backend " << GetParam().backend << " cannot run here: " << why;
+    }
+    server_ = std::make_unique<test_server>(GetParam().backend, GetParam().dispatch);
+}
+
+void backend_test::TearDown() {
+    // Stop first: suspended exchanges end (their listeners may still record into members),
+    // then the helper threads finish, then everything is destroyed.
+    if (server_) {
+        server_->stop();
+    }
+    bg_.join();
+    server_.reset();
+}
+
+bool backend_test::connection_per_thread() const noexcept {
+    const io::backend* b = find_backend(GetParam().backend);
+    return b != nullptr && b->traits.connection_per_thread;
+}
+
+} // namespace sluice::test

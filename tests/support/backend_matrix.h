@@ -1,0 +1,63 @@
+// The conformance matrix: every registered backend × {inline, pool}, as a GoogleTest value
+// parameter. A backend whose probe() says it cannot run on this kernel is skipped with that
+// reason; everything else a running backend lacks is a failure (STYLE.md rule 6).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sluice/backend.h>
+#include <sluice/config.h>
+
+#include "support/background.h"
+#include "support/context_box.h"
+#include "support/event_recorder.h"
+#include "support/test_server.h"
+
+namespace sluice::test {
+
+struct backend_param {
+    std::string backend;
+    dispatch_mode dispatch = dispatch_mode::inline_io;
+};
+
+void PrintTo(const backend_param& p, std::ostream* os);
+
+/// Every registered backend × {inline, pool}.
+std::vector<backend_param> backend_matrix();
+/// "epoll_inline", "blocking_pool": the suffix of each test's name.
+std::string backend_param_name(const testing::TestParamInfo<backend_param>& info);
+/// The registered backend of that name, or null.
+const io::backend* find_backend(std::string_view name) noexcept;
+/// Why the backend cannot run here: its probe's answer, or "not registered"; "" when it can.
+std::string backend_unavailable_reason(std::string_view name);
+
+/// The fixture of the conformance suites. Handlers and listeners may capture `this`: its
+/// members outlive the server, which TearDown stops before anything else is destroyed.
+class backend_test : public testing::TestWithParam<backend_param> {
+protected:
+    void SetUp() override;
+    void TearDown() override;
+
+    test_server& srv() noexcept { return *server_; }
+    /// The backend runs one connection per thread (blocking): a suspended request keeps it.
+    bool connection_per_thread() const noexcept;
+    bool pool_dispatch() const noexcept { return GetParam().dispatch == dispatch_mode::pool; }
+
+    std::unique_ptr<test_server> server_;
+    background bg_;
+    context_box contexts_;
+    event_recorder events_;
+};
+
+} // namespace sluice::test
+
+/// Instantiates a backend_test-derived suite over the matrix.
+#define SLUICE_BACKEND_SUITE(suite)                                                                          \
+    INSTANTIATE_TEST_SUITE_P(backends, suite, ::testing::ValuesIn(::sluice::test::backend_matrix()),         \
+                             ::sluice::test::backend_param_name)

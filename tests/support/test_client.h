@@ -1,0 +1,90 @@
+// A loopback HTTP/1.1 client for tests: raw bytes out, parsed responses in, and a deadline on
+// every wait (poll-based, non-blocking socket), so a misbehaving server fails a test instead
+// of hanging it.
+//
+//   test_client c(port);
+//   ASSERT_TRUE(c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")) << c.error();
+//   auto r = c.read_response();
+//   ASSERT_TRUE(r) << c.error();
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "support/deadline.h"
+#include "support/http_response.h"
+
+namespace sluice::test {
+
+class test_client {
+public:
+    /// Connects to 127.0.0.1:port; check connected() / error().
+    explicit test_client(std::uint16_t port, std::chrono::milliseconds timeout = default_timeout);
+    ~test_client();
+    test_client(const test_client&) = delete;
+    test_client& operator=(const test_client&) = delete;
+
+    bool connected() const noexcept { return fd_ >= 0; }
+    /// Why the last operation failed (with the bytes buffered so far).
+    const std::string& error() const noexcept { return error_; }
+    /// Bounds each later wait.
+    void set_timeout(std::chrono::milliseconds t) noexcept { timeout_ = t; }
+
+    /// Sends all bytes (one write where the kernel allows).
+    bool send(std::string_view bytes);
+    /// Sends in pieces of `piece` bytes, pausing `pause` between them so that each piece
+    /// arrives in its own segment (TCP_NODELAY is set).
+    bool send_split(std::string_view bytes, std::size_t piece,
+                    std::chrono::milliseconds pause = std::chrono::milliseconds(1));
+
+    /// Reads the next response (an interim 1xx included: it comes back on its own).
+    std::optional<http_response> read_response(body_rule rule = body_rule::normal);
+    /// Reads n responses in order (all GET-like).
+    std::vector<http_response> read_responses(std::size_t n);
+    /// Reads until the buffered, unparsed bytes contain `text` (streaming responses).
+    bool read_until_contains(std::string_view text);
+
+    /// Waits until the server closes the connection (EOF or reset). Bytes that arrive first
+    /// are kept in buffered().
+    bool wait_closed();
+    /// Reads whatever arrives during `window`; returns how many new bytes. Stops early at EOF.
+    std::size_t read_for(std::chrono::milliseconds window);
+    /// Received, not yet parsed into a response.
+    const std::string& buffered() const noexcept { return in_; }
+    /// The server closed (EOF or reset) as seen so far.
+    bool peer_closed() const noexcept { return eof_; }
+
+    /// Closes with FIN.
+    void close_clean() noexcept;
+    /// Closes with RST (SO_LINGER 0): the server sees a reset, not an orderly close.
+    void close_abortive() noexcept;
+    /// Half-closes: no more bytes from us, responses still readable.
+    void shutdown_write() noexcept;
+
+    int fd() const noexcept { return fd_; }
+
+private:
+    enum class fill { data, eof, timeout, failed };
+    fill fill_once(test_clock::time_point deadline);
+    bool write_all(std::string_view bytes, test_clock::time_point deadline);
+    void fail(std::string what);
+
+    int fd_ = -1;
+    std::chrono::milliseconds timeout_;
+    std::string in_;
+    bool eof_ = false;
+    std::string error_;
+};
+
+/// "GET <target> HTTP/1.1" with Host and any extra header lines ("Name: v\r\n" each).
+std::string get_request(std::string_view target, std::string_view extra_headers = {});
+/// A request with a Content-Length body.
+std::string body_request(std::string_view method, std::string_view target, std::string_view body,
+                         std::string_view extra_headers = {});
+
+} // namespace sluice::test
