@@ -2,123 +2,28 @@
 // environment variable, backend or a port in use, exits with status 2 and one line
 // that names the key at fault. Never a crash, never a hang (every run has a deadline).
 #include <arpa/inet.h>
-#include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "support/process.h"
 
 namespace {
 
-struct run_result {
-    int exit_code = -1; ///< -1: still running at the deadline (killed)
-    std::string err;
-    std::string out;
-};
+using sluice::test::process_result;
 
-// Runs the app with args and extra environment, collects stdout/stderr, and kills it (by
-// its PID, which we started) if it has not exited within the deadline.
-run_result run_app(const std::vector<std::string>& args, const std::vector<std::string>& env_extra = {},
-                   std::chrono::milliseconds deadline = std::chrono::milliseconds(5000)) {
-    int out_pipe[2];
-    int err_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-        ADD_FAILURE() << "pipe failed";
-        return {};
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    std::vector<std::string> argv_s{SLUICE_HELLO_BIN};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) {
-        argv.push_back(a.data());
-    }
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e != nullptr; ++e) {
-        if (std::string(*e).rfind("SLUICE_", 0) != 0) {
-            env_s.emplace_back(*e); // the test's own SLUICE_* variables must not leak in
-        }
-    }
-    env_s.insert(env_s.end(), env_extra.begin(), env_extra.end());
-    std::vector<char*> envp;
-    for (auto& e : env_s) {
-        envp.push_back(e.data());
-    }
-    envp.push_back(nullptr);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    run_result r;
-    if (rc != 0) {
-        ADD_FAILURE() << "cannot start " << SLUICE_HELLO_BIN;
-        ::close(out_pipe[0]);
-        ::close(err_pipe[0]);
-        return r;
-    }
-    const auto end = std::chrono::steady_clock::now() + deadline;
-    pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-    int open_fds = 2;
-    while (open_fds > 0) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
-            break;
-        }
-        if (::poll(fds, 2, static_cast<int>(left.count())) <= 0) {
-            continue;
-        }
-        for (int i = 0; i < 2; ++i) {
-            if (fds[i].fd >= 0 && (fds[i].revents & (POLLIN | POLLHUP)) != 0) {
-                char buf[4096];
-                const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-                if (n <= 0) {
-                    ::close(fds[i].fd);
-                    fds[i].fd = -1;
-                    --open_fds;
-                } else {
-                    (i == 0 ? r.out : r.err).append(buf, static_cast<std::size_t>(n));
-                }
-            }
-        }
-    }
-    // Its output has ended; the process itself may take a moment more to exit.
-    int status = 0;
-    pid_t done = 0;
-    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < end) {
-        ::usleep(2000);
-    }
-    if (done == 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        r.exit_code = -1;
-    } else {
-        r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    for (auto& f : fds) {
-        if (f.fd >= 0) {
-            ::close(f.fd);
-        }
-    }
-    return r;
+// The app with args and extra environment, with a deadline (a server that starts would run
+// until killed: that is a failure here).
+process_result run_app(const std::vector<std::string>& args, const std::vector<std::string>& env_extra = {}) {
+    std::vector<std::string> argv{SLUICE_HELLO_BIN};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return sluice::test::run_process(argv, std::chrono::milliseconds(5000), {env_extra});
 }
 
 std::string temp_file(const std::string& name, const std::string& text) {
@@ -152,7 +57,7 @@ struct held_port {
     held_port& operator=(const held_port&) = delete;
 };
 
-void expect_startup_error(const run_result& r, const std::string& key_prefix, const std::string& detail) {
+void expect_startup_error(const process_result& r, const std::string& key_prefix, const std::string& detail) {
     EXPECT_EQ(r.exit_code, 2) << "stderr: " << r.err;
     EXPECT_NE(r.err.find("sluice-hello: " + key_prefix), std::string::npos) << "stderr: " << r.err;
     EXPECT_NE(r.err.find(detail), std::string::npos) << "stderr: " << r.err;
@@ -215,8 +120,8 @@ TEST(startup_errors, port_in_use_is_a_listen_error) {
     const std::string listen = "127.0.0.1:" + std::to_string(held.port);
     for (const char* backend : {"epoll", "blocking"}) {
         SCOPED_TRACE(backend);
-        expect_startup_error(run_app({"--backend", backend, "--listen", listen}), "listen: ",
-                             "Address already in use");
+        expect_startup_error(run_app({"--backend", backend, "--listen", listen}),
+                             "listen: ", "Address already in use");
     }
 }
 
@@ -224,8 +129,8 @@ TEST(startup_errors, port_held_with_reuseport_is_not_silently_shared_by_several_
     // SO_REUSEPORT (used for io_threads > 1) would let a second server join this port.
     held_port held(true);
     const std::string listen = "127.0.0.1:" + std::to_string(held.port);
-    expect_startup_error(run_app({"--backend", "epoll", "--io-threads", "2", "--listen", listen}), "listen: ",
-                         "Address already in use");
+    expect_startup_error(run_app({"--backend", "epoll", "--io-threads", "2", "--listen", listen}),
+                         "listen: ", "Address already in use");
 }
 
 } // namespace

@@ -50,7 +50,8 @@ std::optional<std::string> find_in_path(const std::string& program) {
     return std::nullopt;
 }
 
-process_result run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+process_result run_process(const std::vector<std::string>& argv, std::chrono::milliseconds timeout,
+                           const process_env& env) {
     process_result res;
     if (argv.empty()) {
         res.error = "no program given";
@@ -73,8 +74,21 @@ process_result run_process(const std::vector<std::string>& argv, std::chrono::mi
         args.push_back(const_cast<char*>(a.c_str()));
     }
     args.push_back(nullptr);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+        if (std::string_view(*e).rfind("SLUICE_", 0) != 0) {
+            env_strings.emplace_back(*e);
+        }
+    }
+    env_strings.insert(env_strings.end(), env.extra.begin(), env.extra.end());
+    std::vector<char*> envp;
+    envp.reserve(env_strings.size() + 1);
+    for (auto& e : env_strings) {
+        envp.push_back(e.data());
+    }
+    envp.push_back(nullptr);
     pid_t pid = 0;
-    const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+    const int rc = ::posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, args.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
         res.error = "cannot start " + argv[0] + ": " + std::strerror(rc);

@@ -19,9 +19,15 @@ struct process_result {
     std::string error; ///< why the program could not be started
 };
 
+/// The child's environment: this process's, without its SLUICE_* variables (so that the
+/// tester's own settings cannot leak into a test), plus `extra` ("NAME=value").
+struct process_env {
+    std::vector<std::string> extra;
+};
+
 /// Runs argv[0] (looked up in PATH) with the arguments; stdin is /dev/null.
 process_result run_process(const std::vector<std::string>& argv,
-                           std::chrono::milliseconds timeout = default_timeout);
+                           std::chrono::milliseconds timeout = default_timeout, const process_env& env = {});
 
 /// The full path of a program found in PATH, or nullopt.
 std::optional<std::string> find_in_path(const std::string& program);

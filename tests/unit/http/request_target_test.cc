@@ -1,12 +1,12 @@
 // How a request-target becomes path() and query(): origin-form and absolute-form
 // (RFC 9112 §3.2.1-3.2.2), parsed through the real session.
-#include "http/server_session.h"
-
-#include <sluice/request.h>
-
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include <sluice/request.h>
+
+#include "http/server_session.h"
 
 namespace sluice::http {
 namespace {
@@ -30,15 +30,15 @@ TEST_P(request_target, splits_into_path_and_query) {
     EXPECT_EQ(req.query(), GetParam().query);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    forms, request_target,
-    ::testing::Values(target_case{"/", "/", ""}, target_case{"/a/b?x=1&y", "/a/b", "x=1&y"},
-                      target_case{"/a?", "/a", ""}, target_case{"/?q", "/", "q"},
-                      target_case{"http://example.com/a/b?x=1", "/a/b", "x=1"},
-                      target_case{"HTTP://Example.com:8080/a", "/a", ""},
-                      target_case{"https://example.com/", "/", ""},
-                      target_case{"http://example.com", "/", ""},
-                      target_case{"http://example.com?x=1", "/", "x=1"}));
+INSTANTIATE_TEST_SUITE_P(forms, request_target,
+                         ::testing::Values(target_case{"/", "/", ""},
+                                           target_case{"/a/b?x=1&y", "/a/b", "x=1&y"},
+                                           target_case{"/a?", "/a", ""}, target_case{"/?q", "/", "q"},
+                                           target_case{"http://example.com/a/b?x=1", "/a/b", "x=1"},
+                                           target_case{"HTTP://Example.com:8080/a", "/a", ""},
+                                           target_case{"https://example.com/", "/", ""},
+                                           target_case{"http://example.com", "/", ""},
+                                           target_case{"http://example.com?x=1", "/", "x=1"}));
 
 TEST(request_target, a_reused_request_forgets_the_previous_target) {
     server_session s(session_limits{});
