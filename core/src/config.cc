@@ -285,7 +285,8 @@ constexpr key_spec enum_key(std::string_view name, std::string_view hint, std::s
     return k;
 }
 
-// Zero is allowed only where it has a meaning of its own (watchdog_ms: off; accept_queue: no
+// Zero is allowed only where it has a meaning of its own (watchdog_ms: off; shutdown_timeout_ms:
+// end requests in progress at once; accept_queue: no
 // queue; max_body_bytes: no body; max_keepalive_requests: unlimited). Every other timeout is at
 // least 1 ms: a zero timeout would fire at once, and "never" is not a safe default for a server.
 constexpr std::array keys{
@@ -301,6 +302,8 @@ constexpr std::array keys{
                                            "default start_async() timeout"),
     integer_key<&config::watchdog_ms>("watchdog_ms", 0, max_timeout_ms,
                                       "log a loop iteration longer than this; 0 = off"),
+    integer_key<&config::shutdown_timeout_ms>("shutdown_timeout_ms", 0, max_timeout_ms,
+                                              "on stop, time for requests in progress to finish; 0 = none"),
     enum_key("log_level", "error|warn|info|debug", "log verbosity", store_log_level, load_log_level),
     integer_key<&config::blocking, &blocking_config::threads>("blocking.threads", 1, 20'000,
                                                               "blocking backend: connection threads"),

@@ -18,6 +18,9 @@ test_server::test_server(std::string backend, dispatch_mode dispatch) {
     cfg_.worker_threads = 4;
     cfg_.blocking.threads = 16;
     cfg_.blocking.accept_queue = 64;
+    // Most tests stop the server with requests still suspended and expect them ended at once;
+    // the drain itself (the default outside tests) has its own tests in drain_test.cc.
+    cfg_.shutdown_timeout_ms = 0;
 }
 
 test_server::~test_server() {

@@ -130,6 +130,7 @@ inline const std::vector<key_case>& every_key() {
         {"worker_threads", "16", "16", [](const config& c) { return c.worker_threads == 16; }},
         {"async_timeout_ms", "1500", "1500", [](const config& c) { return c.async_timeout_ms == 1500; }},
         {"watchdog_ms", "0", "0", [](const config& c) { return c.watchdog_ms == 0; }},
+        {"shutdown_timeout_ms", "2500", "2500", [](const config& c) { return c.shutdown_timeout_ms == 2500; }},
         {"log_level", "debug", "\"debug\"", [](const config& c) { return c.log == log_level::debug; }},
         {"blocking.threads", "300", "300", [](const config& c) { return c.blocking.threads == 300; }},
         {"blocking.accept_queue", "7", "7", [](const config& c) { return c.blocking.accept_queue == 7; }},

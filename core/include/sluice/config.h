@@ -56,6 +56,9 @@ struct config {
     std::uint32_t worker_threads = 8;        ///< pool size for dispatch = pool
     std::uint32_t async_timeout_ms = 30'000; ///< default start_async() timeout
     std::uint32_t watchdog_ms = 500;         ///< log a loop stuck in one iteration this long; 0 = off
+    /// On stop: how long requests in progress (suspended ones included) may take to finish
+    /// before they end with 503 and on_error(shutting_down); 0 = end them at once.
+    std::uint32_t shutdown_timeout_ms = 10'000;
     log_level log = log_level::info;         ///< key "log_level"
     blocking_config blocking;
     limits_config limits;

@@ -373,8 +373,8 @@ void connection::suspend() noexcept {
     if (ex().response().is_streaming()) {
         queue_stream_part();
     }
-    if (shutting_down_) {
-        abort_exchange(exchange_errc::shutting_down);
+    if (drain_expired_) {
+        end_for_shutdown(); // suspended after the drain ended: no time left to wait
     } else if (peer_closed_) {
         abort_exchange(exchange_errc::client_disconnected);
     } else {
@@ -847,6 +847,9 @@ void connection::shutdown() noexcept {
     shutting_down_ = true;
     switch (state_) {
     case state::reading:
+        if (work_) {
+            break; // a request is being received: it may finish within the drain
+        }
         if (output_idle()) {
             close_now();
         } else {
@@ -854,13 +857,46 @@ void connection::shutdown() noexcept {
         }
         break;
     case state::suspended:
-        abort_exchange(exchange_errc::shutting_down);
-        break;
     case state::dispatching:
-        close_after_flush_ = true; // the response in the making will say Connection: close
+        // The response in the making will say Connection: close.
+        close_after_flush_ = true;
         break;
     case state::closing:
         break;
+    }
+}
+
+void connection::end_for_shutdown() noexcept {
+    shutting_down_ = true;
+    drain_expired_ = true;
+    switch (state_) {
+    case state::reading:
+        if (work_) {
+            close_now(); // a request still not received: nobody is owed an answer yet
+        }
+        break;
+    case state::suspended: {
+        async_state* st = exchange_access::state(ex());
+        if (!st->fail()) {
+            handle_signal(); // complete() won just before: send that response
+            return;
+        }
+        leave_suspended();
+        fire(async_event_kind::error, exchange_errc::shutting_down);
+        auto& res = ex().response();
+        if (!response_access::is_head_sent(res)) {
+            res.clear();
+            res.status(503)
+                .header("Retry-After", "1")
+                .text("Service Unavailable: the server is shutting down\n");
+        }
+        close_after_flush_ = true;
+        finish_exchange(exchange_errc::shutting_down);
+        break;
+    }
+    case state::dispatching:
+    case state::closing:
+        break; // a worker runs the handler: its response closes the connection
     }
 }
 

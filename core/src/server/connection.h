@@ -49,8 +49,14 @@ public:
 
     /// Arms receiving and the first deadline.
     void start();
-    /// Server stop: ends a suspended exchange (shutting_down), closes as soon as nothing is owed.
+    /// Server stop begins (the drain): an idle connection closes; a request in progress may
+    /// finish, and its response closes the connection.
     void shutdown() noexcept;
+    /// The drain's time is up: a suspended exchange ends with on_error(shutting_down) and 503,
+    /// a request still being received is dropped.
+    void end_for_shutdown() noexcept;
+    /// Last resort after the drain: close whatever is left (a response the client won't read).
+    void close_for_shutdown() noexcept { close_now(); }
 
     void on_io(const io::completion& c) noexcept override;
     void on_async_signal(std::uint64_t generation) noexcept override;
@@ -136,6 +142,7 @@ private:
     bool close_after_flush_ = false;
     bool in_process_input_ = false;
     bool shutting_down_ = false;
+    bool drain_expired_ = false;
     bool stream_keep_alive_ = true; // a streaming response fixed its framing when its head went out
     bool handler_threw_ = false;    // written by the handler's thread, read after it returned
 };

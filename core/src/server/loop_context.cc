@@ -79,6 +79,30 @@ void loop_context::note_refused() noexcept {
     }
 }
 
+void loop_context::begin_shutdown() {
+    // Each step may close (and so remove) connections: iterate over copies.
+    auto each = [this](void (connection::*step)() noexcept) {
+        auto conns = connections_;
+        for (connection* c : conns) {
+            (c->*step)();
+        }
+    };
+    each(&connection::shutdown);
+    auto expire = [this, each] {
+        each(&connection::end_for_shutdown);
+        // A response the client does not read would hold the loop until the write timeout.
+        loop.call_after(std::chrono::seconds(1), [each] { each(&connection::close_for_shutdown); });
+    };
+    if (connections_.empty()) {
+        return;
+    }
+    if (server.cfg.shutdown_timeout_ms == 0) {
+        expire();
+    } else {
+        loop.call_after(std::chrono::milliseconds(server.cfg.shutdown_timeout_ms), expire);
+    }
+}
+
 void loop_context::add(connection* c) {
     c->slot = static_cast<std::uint32_t>(connections_.size());
     connections_.push_back(c);

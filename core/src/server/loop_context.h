@@ -69,6 +69,10 @@ public:
     buffer take_buffer();
     void give_buffer(buffer& b) noexcept;
 
+    /// Server stop on this loop: connections drain for limits' shutdown_timeout_ms, then what
+    /// is left ends (503 for suspended exchanges), then, a second later, closes.
+    void begin_shutdown();
+
     /// Connections of this loop (for shutdown).
     void add(connection* c);
     void remove(connection* c) noexcept;

@@ -24,14 +24,6 @@ io::driver_options driver_options_for(const server_context& ctx, unsigned loop_i
 
 namespace {
 
-void shutdown_connections(loop_context& lc) {
-    // shutdown() may close (and so remove) the connection: iterate over a copy.
-    auto conns = lc.connections();
-    for (connection* c : conns) {
-        c->shutdown();
-    }
-}
-
 class reactor_runtime final : public runtime {
 public:
     reactor_runtime(const io::backend& b, server_context& ctx) : backend_(b), ctx_(ctx) {}
@@ -194,7 +186,7 @@ private:
         }
         l.on_stop([&lst, &lc] {
             lst.close();
-            shutdown_connections(lc);
+            lc.begin_shutdown();
         });
         {
             std::lock_guard lock(mu_);

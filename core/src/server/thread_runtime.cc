@@ -194,12 +194,7 @@ private:
         }
         loop& l = *workers_[i].loop;
         loop_context& lc = *workers_[i].ctx;
-        l.on_stop([&lc] {
-            auto conns = lc.connections();
-            for (connection* c : conns) {
-                c->shutdown();
-            }
-        });
+        l.on_stop([&lc] { lc.begin_shutdown(); });
         {
             std::lock_guard lock(mu_);
             if (stopped_) {

@@ -1,0 +1,131 @@
+// Graceful stop (shutdown_timeout_ms > 0, the default): requests in progress may finish
+// and are answered with Connection: close; what is still suspended when the drain ends
+// gets 503 with Retry-After and on_error(shutting_down); new connections are refused
+// from the start. Nothing in progress is dropped without an answer.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include <sluice/error.h>
+#include <sluice/exchange.h>
+
+#include "support/backend_matrix.h"
+#include "support/test_client.h"
+
+namespace sluice::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+class drain_test : public backend_test {
+protected:
+    /// Runs stop() on a helper thread; `done` turns true when it returns.
+    std::shared_ptr<std::atomic<bool>> stop_in_background() {
+        auto done = std::make_shared<std::atomic<bool>>(false);
+        bg_.run([this, done] {
+            srv().server().stop();
+            *done = true;
+        });
+        return done;
+    }
+
+    static bool says_close(const http_response& r) {
+        return r.header("Connection").has_value() && same_name(*r.header("Connection"), "close");
+    }
+};
+
+TEST_P(drain_test, a_suspended_request_completing_during_the_drain_is_answered) {
+    srv().config().shutdown_timeout_ms = 5'000;
+    srv().route("GET", "/hold", [this](exchange& ex) {
+        auto ctx = ex.start_async(milliseconds(20'000));
+        events_.attach(ctx);
+        contexts_.add(ctx);
+    });
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/hold"))) << c.error();
+    ASSERT_TRUE(srv().wait_suspended(1));
+    auto stopped = stop_in_background();
+    std::this_thread::sleep_for(milliseconds(200));
+    EXPECT_FALSE(stopped->load()) << "stop() must wait for the request in progress";
+    auto held = contexts_.take_all();
+    ASSERT_EQ(held.size(), 1u);
+    EXPECT_TRUE(held[0].complete(response(200).text("finished in the drain")));
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "finished in the drain");
+    EXPECT_TRUE(says_close(*r));
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+    EXPECT_TRUE(wait_until([&] { return stopped->load(); })) << "stop() did not return after the drain";
+    ASSERT_TRUE(events_.wait_for_count(1));
+    EXPECT_EQ(events_.sequence(), "complete");
+    EXPECT_FALSE(events_.events()[0].error) << "a completion in the drain is a normal completion";
+}
+
+TEST_P(drain_test, what_is_still_suspended_when_the_drain_ends_gets_503) {
+    srv().config().shutdown_timeout_ms = 300;
+    srv().route("GET", "/hold", [this](exchange& ex) {
+        auto ctx = ex.start_async(milliseconds(20'000));
+        events_.attach(ctx);
+        contexts_.add(ctx);
+    });
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/hold"))) << c.error();
+    ASSERT_TRUE(srv().wait_suspended(1));
+    const auto t0 = std::chrono::steady_clock::now();
+    auto stopped = stop_in_background();
+    auto r = c.read_response();
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 503);
+    EXPECT_TRUE(r->header("Retry-After").has_value());
+    EXPECT_TRUE(says_close(*r));
+    EXPECT_GE(waited, milliseconds(250)) << "the 503 came before the drain ended";
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+    EXPECT_TRUE(wait_until([&] { return stopped->load(); }));
+    ASSERT_TRUE(events_.wait_for_count(2)) << events_.sequence();
+    EXPECT_EQ(events_.sequence(), "error,complete");
+    EXPECT_EQ(events_.events()[0].error, make_error_code(exchange_errc::shutting_down));
+    for (auto& ctx : contexts_.take_all()) {
+        EXPECT_FALSE(ctx.complete(response(200))) << "too late: the 503 went out";
+    }
+}
+
+TEST_P(drain_test, idle_connections_close_at_once_and_new_ones_are_refused) {
+    srv().config().shutdown_timeout_ms = 5'000;
+    srv().route("GET", "/", [](exchange& ex) { ex.response().text("ok"); });
+    srv().route("GET", "/hold",
+                [this](exchange& ex) { contexts_.add(ex.start_async(milliseconds(20'000))); });
+    srv().start();
+    test_client idle(srv().port());
+    ASSERT_TRUE(idle.send(get_request("/"))) << idle.error();
+    ASSERT_TRUE(idle.read_response()) << idle.error();
+    test_client busy(srv().port());
+    ASSERT_TRUE(busy.send(get_request("/hold"))) << busy.error();
+    ASSERT_TRUE(srv().wait_suspended(1));
+    auto stopped = stop_in_background();
+    EXPECT_TRUE(idle.wait_closed()) << "an idle keep-alive connection closes when the drain starts";
+    test_client late(srv().port());
+    if (late.connected()) {
+        (void)late.send(get_request("/"));
+        EXPECT_FALSE(late.read_response()) << "a connection made during the drain was served";
+    }
+    EXPECT_FALSE(stopped->load());
+    for (auto& ctx : contexts_.take_all()) {
+        ctx.complete(response(200).text("done"));
+    }
+    auto r = busy.read_response();
+    ASSERT_TRUE(r) << busy.error();
+    EXPECT_EQ(r->body, "done");
+    EXPECT_TRUE(wait_until([&] { return stopped->load(); }));
+}
+
+SLUICE_BACKEND_SUITE(drain_test);
+
+} // namespace
+} // namespace sluice::test
