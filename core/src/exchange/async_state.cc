@@ -35,23 +35,22 @@ void async_state::set_phase(async_phase p) noexcept {
 
 bool async_state::post_signal(void (async_host::*signal)(std::uint64_t) noexcept) noexcept {
     retain();
+    // The task owns a reference through a handle: run or dropped unrun (a loop that stops
+    // with it still queued destroys it), the reference is released either way.
+    async_context hold(this);
     try {
-        const bool posted = port_->post([this, signal] {
+        return port_->post([hold = std::move(hold), signal] {
             // Runs on the loop thread, where host_ is only ever changed: no lock needed for it.
-            if (host_ != nullptr) {
-                (host_->*signal)(generation_);
+            async_state* self = hold.state();
+            if (self->host_ != nullptr) {
+                (self->host_->*signal)(self->generation_);
             }
-            release();
         });
-        if (posted) {
-            return true;
-        }
     } catch (...) {
-        // Allocation failure while posting: fall through, the exchange ends by its timeout
-        // or with its connection.
+        // Allocation failure while posting: the exchange ends by its timeout or with its
+        // connection.
+        return false;
     }
-    release();
-    return false;
 }
 
 bool async_state::complete(std::optional<response> r) noexcept {
