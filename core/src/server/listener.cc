@@ -66,14 +66,11 @@ void listener::on_io(const io::completion& c) noexcept {
         } else {
             sink_(c.result);
         }
-    } else if (c.result == -EMFILE || c.result == -ENFILE || c.result == -ENOBUFS || c.result == -ENOMEM) {
-        // Out of descriptors or memory: say so, and accept again a little later rather than
-        // spin (the connections wait in the kernel's backlog meanwhile).
-        loop_.log().warn("loop {}: accept: {} (limit reached; retrying in 100 ms)", loop_.index(),
-                         std::strerror(-c.result));
-        if (!c.more && !closing_) {
-            loop_.arm_after(retry_, std::chrono::milliseconds(100));
-        }
+    } else if (!c.more && !closing_) {
+        // Out of descriptors or memory (or anything else that stopped accepting): say so, and
+        // accept again a little later rather than spin; connections wait in the backlog.
+        loop_.log().warn("loop {}: accept: {} (retrying in 100 ms)", loop_.index(), std::strerror(-c.result));
+        loop_.arm_after(retry_, std::chrono::milliseconds(100));
         return;
     }
     if (!c.more && !closing_) {
