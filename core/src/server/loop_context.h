@@ -12,6 +12,7 @@
 #include <sluice/exchange.h>
 #include <sluice/handler.h>
 #include <sluice/router.h>
+#include <sluice/server.h>
 
 #include "http/server_session.h"
 #include "loop/loop.h"
@@ -40,6 +41,15 @@ struct loop_counters {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> exchanges_live{0};
     std::atomic<std::uint64_t> suspended{0};
+
+    /// Adds these counters to a server-wide sum.
+    void add_to(server_stats& st) const noexcept {
+        st.connections_accepted += accepted.load(std::memory_order_relaxed);
+        st.connections_open += open.load(std::memory_order_relaxed);
+        st.requests += requests.load(std::memory_order_relaxed);
+        st.exchanges_live += exchanges_live.load(std::memory_order_relaxed);
+        st.exchanges_suspended += suspended.load(std::memory_order_relaxed);
+    }
 
     /// Only the loop's thread writes: a plain load and store, no locked instruction.
     static void add(std::atomic<std::uint64_t>& c, std::int64_t d) noexcept {

@@ -103,7 +103,7 @@ public:
         std::lock_guard lock(mu_);
         for (const auto& s : slots_) {
             if (s.ctx != nullptr) {
-                add_counters(st, s.ctx->counters);
+                s.ctx->counters.add_to(st);
             }
         }
         return st;
@@ -127,14 +127,6 @@ public:
             }
         }
         return out;
-    }
-
-    static void add_counters(server_stats& st, const loop_counters& c) noexcept {
-        st.connections_accepted += c.accepted.load(std::memory_order_relaxed);
-        st.connections_open += c.open.load(std::memory_order_relaxed);
-        st.requests += c.requests.load(std::memory_order_relaxed);
-        st.exchanges_live += c.exchanges_live.load(std::memory_order_relaxed);
-        st.exchanges_suspended += c.suspended.load(std::memory_order_relaxed);
     }
 
 private:

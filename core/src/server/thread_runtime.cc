@@ -102,12 +102,7 @@ public:
         std::lock_guard lock(mu_);
         for (const auto& w : workers_) {
             if (w.ctx != nullptr) {
-                const auto& c = w.ctx->counters;
-                st.connections_accepted += c.accepted.load(std::memory_order_relaxed);
-                st.connections_open += c.open.load(std::memory_order_relaxed);
-                st.requests += c.requests.load(std::memory_order_relaxed);
-                st.exchanges_live += c.exchanges_live.load(std::memory_order_relaxed);
-                st.exchanges_suspended += c.suspended.load(std::memory_order_relaxed);
+                w.ctx->counters.add_to(st);
             }
         }
         st.connections_open += queue_.size();
