@@ -188,6 +188,10 @@ private:
         }
         ready.set_value("");
         l.run();
+        // How evenly SO_REUSEPORT spread the connections (the kernel hashes the 4-tuple).
+        ctx_.log.info("loop {}: {} connections accepted, {} requests", i,
+                      lc.counters.accepted.load(std::memory_order_relaxed),
+                      lc.counters.requests.load(std::memory_order_relaxed));
     }
 
     const io::backend& backend_;
