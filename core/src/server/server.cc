@@ -36,6 +36,12 @@ public:
             throw std::logic_error("server::start: already started");
         }
         validate_config(cfg_); // a config built in code gets the same checks as a parsed one
+        if (!cfg_.tls.cert.empty()) {
+            // Never serve plaintext to someone who asked for TLS.
+            throw startup_error("tls.cert",
+                                "TLS termination is not implemented yet: terminate TLS in front of "
+                                "sluice (a load balancer or proxy) and leave tls.cert and tls.key unset");
+        }
         const socket_address addr = resolve_listen_address(cfg_.listen);
         ctx_ = std::make_unique<server_context>(cfg_, routes_, log_);
         backend_ = &select_backend(cfg_.backend, driver_options_for(*ctx_, 0), log_);
