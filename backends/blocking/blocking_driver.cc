@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <span>
+#include <system_error>
 
 namespace sluice::io::blocking {
 
@@ -22,7 +23,7 @@ constexpr std::uint32_t buffer_count = 2;
 std::unique_ptr<io::driver> driver::create(const driver_options& options, std::string& error) {
     const int wakefd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wakefd < 0) {
-        error = std::string("eventfd: ") + std::strerror(errno);
+        error = std::string("eventfd: ") + std::system_category().message(errno);
         return nullptr;
     }
     return std::unique_ptr<io::driver>(new driver(wakefd, options));

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "epoll_driver.h"
 
@@ -14,7 +15,7 @@ namespace {
 std::string probe_epoll(const driver_options&) {
     const int fd = ::epoll_create1(EPOLL_CLOEXEC);
     if (fd < 0) {
-        return std::string("epoll_create1 failed: ") + std::strerror(errno);
+        return std::string("epoll_create1 failed: ") + std::system_category().message(errno);
     }
     ::close(fd);
     return "";

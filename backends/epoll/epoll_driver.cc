@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <system_error>
 
 namespace sluice::io::epoll {
 
@@ -26,12 +27,12 @@ std::uint64_t key(int fd, std::uint32_t generation) noexcept {
 std::unique_ptr<io::driver> driver::create(const driver_options& options, std::string& error) {
     const int epfd = ::epoll_create1(EPOLL_CLOEXEC);
     if (epfd < 0) {
-        error = std::string("epoll_create1: ") + std::strerror(errno);
+        error = std::string("epoll_create1: ") + std::system_category().message(errno);
         return nullptr;
     }
     const int wakefd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wakefd < 0) {
-        error = std::string("eventfd: ") + std::strerror(errno);
+        error = std::string("eventfd: ") + std::system_category().message(errno);
         ::close(epfd);
         return nullptr;
     }
@@ -39,7 +40,7 @@ std::unique_ptr<io::driver> driver::create(const driver_options& options, std::s
     ev.events = EPOLLIN;
     ev.data.u64 = wake_key;
     if (::epoll_ctl(epfd, EPOLL_CTL_ADD, wakefd, &ev) != 0) {
-        error = std::string("epoll_ctl(eventfd): ") + std::strerror(errno);
+        error = std::string("epoll_ctl(eventfd): ") + std::system_category().message(errno);
         ::close(wakefd);
         ::close(epfd);
         return nullptr;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "probe.h"
 
@@ -61,7 +62,7 @@ int buffer_pool::init(io_uring* ring, mode m, geometry g, std::uint16_t bgid, st
     void* mem = ::mmap(nullptr, base_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         const int err = errno;
-        error = std::string("mmap of the receive buffers: ") + std::strerror(err);
+        error = std::string("mmap of the receive buffers: ") + std::system_category().message(err);
         return -err;
     }
     base_ = static_cast<char*>(mem);
@@ -78,7 +79,7 @@ int buffer_pool::init(io_uring* ring, mode m, geometry g, std::uint16_t bgid, st
     mem = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         const int err = errno;
-        error = std::string("mmap of the buffer ring: ") + std::strerror(err);
+        error = std::string("mmap of the buffer ring: ") + std::system_category().message(err);
         return -err;
     }
     ring_ = static_cast<io_uring_buf_ring*>(mem);

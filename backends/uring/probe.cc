@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 namespace sluice::io::uring {
@@ -302,11 +303,12 @@ std::string explain_setup_error(int err, const char* what) {
                    std::to_string(gid) + " (kernel.io_uring_group); this process is neither";
         }
         if (seccomp_mode() == 2) {
-            return w + ": refused (" + std::strerror(err) +
+            return w + ": refused (" + std::system_category().message(err) +
                    ") by a seccomp filter (Seccomp: 2 in /proc/self/status; container runtimes block "
                    "io_uring_setup by default: allow io_uring_setup, io_uring_enter and io_uring_register)";
         }
-        return w + ": refused (" + std::strerror(err) + ") by a security policy (LSM: SELinux, AppArmor)";
+        return w + ": refused (" + std::system_category().message(err) +
+               ") by a security policy (LSM: SELinux, AppArmor)";
     }
     case ENOSYS:
         if (seccomp_mode() == 2) {
@@ -321,9 +323,9 @@ std::string explain_setup_error(int err, const char* what) {
                "; raise it with ulimit -l (LimitMEMLOCK= for a systemd unit, --ulimit memlock= for docker)";
     case EMFILE:
     case ENFILE:
-        return w + ": out of file descriptors (" + std::strerror(err) + ")";
+        return w + ": out of file descriptors (" + std::system_category().message(err) + ")";
     default:
-        return w + " failed: " + std::strerror(err);
+        return w + " failed: " + std::system_category().message(err);
     }
 }
 

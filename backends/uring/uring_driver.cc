@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "driver_util.h"
 
@@ -67,7 +68,7 @@ int driver::init(const features& allowed, std::string& error) {
     wakefd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wakefd_ < 0) {
         const int err = errno;
-        error = std::string("eventfd: ") + std::strerror(err);
+        error = std::string("eventfd: ") + std::system_category().message(err);
         return -err;
     }
     arm_wake();
@@ -304,7 +305,7 @@ int driver::wait(std::chrono::nanoseconds timeout, std::vector<completion>& out)
             enter_error_logged_ = true;
             // -EEXIST: a thread other than the ring's creator entered it (SINGLE_ISSUER, 6.0).
             log_to(log_, log_level::error, "uring: loop {}: io_uring_enter: {}", loop_index_,
-                   std::strerror(-rc));
+                   std::system_category().message(-rc));
         }
         if (out.size() == before) {
             return rc;

@@ -39,7 +39,7 @@ namespace sluice::http {
 
 struct session_limits {
     std::size_t max_header_bytes = 8192;
-    std::size_t max_body_bytes = 1024 * 1024;
+    std::size_t max_body_bytes = std::size_t{1024} * 1024;
 };
 
 enum class phase {

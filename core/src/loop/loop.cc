@@ -1,8 +1,8 @@
 #include "loop/loop.h"
 
 #include <cerrno>
-#include <cstring>
 #include <exception>
+#include <system_error>
 
 namespace sluice::detail {
 
@@ -122,7 +122,7 @@ void loop::run_iteration(bool block) {
     completions_.clear();
     const int n = driver_->wait(wait_timeout(block), completions_);
     if (n < 0 && n != -EINTR) {
-        log_.error("loop {}: wait failed: {}", index_, std::strerror(-n));
+        log_.error("loop {}: wait failed: {}", index_, std::system_category().message(-n));
     }
     now_ = clock::now();
     busy_since_.store(steady_ns(), std::memory_order_relaxed);

@@ -17,9 +17,9 @@ namespace {
 
 // Unparsed input kept while an exchange is busy; past it, receiving pauses (backpressure
 // against a client that pipelines without reading).
-constexpr std::size_t max_buffered_input = 64 * 1024;
+constexpr std::size_t max_buffered_input = std::size_t{64} * 1024;
 // Queued output past which no further pipelined request is parsed until some is sent.
-constexpr std::size_t max_buffered_output = 256 * 1024;
+constexpr std::size_t max_buffered_output = std::size_t{256} * 1024;
 
 sluice::request& request_of(exchange& ex) noexcept {
     return exchange_access::request(ex);
@@ -116,11 +116,9 @@ void connection::on_recv(const io::completion& c) noexcept {
             lc_.loop.driver().pause_recv(fd_, this);
         }
         refresh_deadline();
-    } else if (c.result == 0) {
-        peer_gone(exchange_errc::client_disconnected);
-        return;
-    } else if (c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN && c.result != -EINTR) {
-        peer_gone(exchange_errc::client_disconnected);
+    } else if (c.result == 0 || (c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN &&
+                                 c.result != -EINTR)) {
+        peer_gone(exchange_errc::client_disconnected); // end of stream, or the socket failed
         return;
     }
     // The driver stopped receiving (buffer shortage, or the end of a pause): re-arm unless we

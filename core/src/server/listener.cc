@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "server/connection.h"
 #include "server/loop_context.h"
@@ -29,7 +30,7 @@ listener::~listener() {
 bool listener::start() {
     const int rc = loop_.driver().accept(fd_, this);
     if (rc < 0) {
-        loop_.log().error("loop {}: cannot accept: {}", loop_.index(), std::strerror(-rc));
+        loop_.log().error("loop {}: cannot accept: {}", loop_.index(), std::system_category().message(-rc));
         return false;
     }
     return true;
@@ -69,7 +70,8 @@ void listener::on_io(const io::completion& c) noexcept {
     } else if (!c.more && !closing_) {
         // Out of descriptors or memory (or anything else that stopped accepting): say so, and
         // accept again a little later rather than spin; connections wait in the backlog.
-        loop_.log().warn("loop {}: accept: {} (retrying in 100 ms)", loop_.index(), std::strerror(-c.result));
+        loop_.log().warn("loop {}: accept: {} (retrying in 100 ms)", loop_.index(),
+                         std::system_category().message(-c.result));
         loop_.arm_after(retry_, std::chrono::milliseconds(100));
         return;
     }

@@ -10,8 +10,8 @@ namespace {
 constexpr std::size_t max_free_slots = 4096;
 constexpr std::size_t max_free_buffers = 4096;
 constexpr std::size_t buffer_capacity = 4096;
-constexpr std::size_t max_pooled_buffer = 256 * 1024;
-constexpr std::size_t max_pooled_body = 64 * 1024;
+constexpr std::size_t max_pooled_buffer = std::size_t{256} * 1024;
+constexpr std::size_t max_pooled_body = std::size_t{64} * 1024;
 } // namespace
 
 loop_context::~loop_context() = default;

@@ -150,7 +150,10 @@ private:
 
 namespace sluice {
 
-server::server(config cfg) : server(cfg, sluice::logger(cfg.log)) {}
+server::server(config cfg) {
+    const log_level level = cfg.log;
+    impl_ = std::make_unique<detail::server_impl>(std::move(cfg), sluice::logger(level));
+}
 
 server::server(config cfg, sluice::logger log)
     : impl_(std::make_unique<detail::server_impl>(std::move(cfg), std::move(log))) {}

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include <sluice/config.h>
 #include <sluice/error.h>
@@ -39,7 +40,7 @@ socket_address resolve_listen_address(std::string_view listen) {
 int open_listener(const socket_address& addr, reuse_port reuse, int backlog) {
     const int fd = ::socket(addr.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        throw startup_error("listen", std::string("socket: ") + std::strerror(errno));
+        throw startup_error("listen", std::string("socket: ") + std::system_category().message(errno));
     }
     const int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -50,7 +51,7 @@ int open_listener(const socket_address& addr, reuse_port reuse, int backlog) {
         const int err = errno;
         ::close(fd);
         throw startup_error("listen", "cannot listen on " + format_address(addr.get(), addr.length) + ": " +
-                                          std::strerror(err));
+                                          std::system_category().message(err));
     }
     return fd;
 }
