@@ -9,6 +9,7 @@
 #include "server/connection.h"
 #include "server/listener.h"
 #include "server/loop_context.h"
+#include "server/loop_thread.h"
 #include "server/runtime.h"
 
 namespace sluice::detail {
@@ -90,9 +91,7 @@ public:
 
     void join() override {
         for (auto& s : slots_) {
-            if (s.thread.joinable()) {
-                s.thread.join();
-            }
+            s.join();
         }
     }
 
@@ -101,22 +100,11 @@ public:
     server_stats stats() const noexcept override {
         server_stats st;
         std::lock_guard lock(mu_);
-        for (const auto& s : slots_) {
-            if (s.ctx != nullptr) {
-                s.ctx->counters.add_to(st);
-            }
-        }
+        add_stats(slots_, st);
         return st;
     }
 
-    bool owns_current_thread() const noexcept override {
-        for (const auto& s : slots_) {
-            if (s.thread.get_id() == std::this_thread::get_id()) {
-                return true;
-            }
-        }
-        return false;
-    }
+    bool owns_current_thread() const noexcept override { return runs_on_current_thread(slots_); }
 
     std::vector<const loop*> watched_loops() const override {
         std::lock_guard lock(mu_);
@@ -130,12 +118,6 @@ public:
     }
 
 private:
-    struct slot {
-        std::unique_ptr<detail::loop> loop;
-        std::unique_ptr<loop_context> ctx;
-        std::thread thread;
-    };
-
     static std::uint16_t port_of(const socket_address& a) {
         if (a.storage.ss_family == AF_INET6) {
             return ntohs(reinterpret_cast<const sockaddr_in6*>(&a.storage)->sin6_port);
@@ -152,19 +134,10 @@ private:
     }
 
     void run_loop(unsigned i, int fd, std::promise<std::string>& ready) {
-        // The driver is made on its own thread: io_uring's SINGLE_ISSUER ties a ring to the
-        // thread that creates it.
-        std::string error;
-        auto driver = backend_.create(driver_options_for(ctx_, i), error);
-        if (driver == nullptr) {
+        if (std::string error = slots_[i].open(backend_, ctx_, i, mu_); !error.empty()) {
             ::close(fd);
-            ready.set_value(error.empty() ? std::string(backend_.name) + ": cannot create a driver" : error);
+            ready.set_value(error);
             return;
-        }
-        {
-            std::lock_guard lock(mu_);
-            slots_[i].loop = std::make_unique<loop>(std::move(driver), ctx_.log, i);
-            slots_[i].ctx = std::make_unique<loop_context>(*slots_[i].loop, ctx_);
         }
         loop& l = *slots_[i].loop;
         loop_context& lc = *slots_[i].ctx;
@@ -197,7 +170,7 @@ private:
     const io::backend& backend_;
     server_context& ctx_;
     mutable std::mutex mu_;
-    std::vector<slot> slots_;
+    std::vector<loop_thread> slots_;
     std::vector<int> pending_fds_;
     std::uint16_t port_ = 0;
     bool stopped_ = false;

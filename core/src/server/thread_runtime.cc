@@ -19,6 +19,7 @@
 #include "server/connection.h"
 #include "server/listener.h"
 #include "server/loop_context.h"
+#include "server/loop_thread.h"
 #include "server/runtime.h"
 
 namespace sluice::detail {
@@ -89,9 +90,7 @@ public:
             acceptor_thread_.join();
         }
         for (auto& w : workers_) {
-            if (w.thread.joinable()) {
-                w.thread.join();
-            }
+            w.join();
         }
     }
 
@@ -100,11 +99,7 @@ public:
     server_stats stats() const noexcept override {
         server_stats st;
         std::lock_guard lock(mu_);
-        for (const auto& w : workers_) {
-            if (w.ctx != nullptr) {
-                w.ctx->counters.add_to(st);
-            }
-        }
+        add_stats(workers_, st);
         st.connections_open += queue_.size();
         return st;
     }
@@ -112,25 +107,10 @@ public:
     std::vector<const loop*> watched_loops() const override { return {}; }
 
     bool owns_current_thread() const noexcept override {
-        const auto me = std::this_thread::get_id();
-        if (acceptor_thread_.get_id() == me) {
-            return true;
-        }
-        for (const auto& w : workers_) {
-            if (w.thread.get_id() == me) {
-                return true;
-            }
-        }
-        return false;
+        return acceptor_thread_.get_id() == std::this_thread::get_id() || runs_on_current_thread(workers_);
     }
 
 private:
-    struct worker {
-        std::unique_ptr<detail::loop> loop;
-        std::unique_ptr<loop_context> ctx;
-        std::thread thread;
-    };
-
     void run_acceptor(int fd, std::promise<std::string>& ready) {
         std::string error;
         auto driver = backend_.create(driver_options_for(ctx_, 0), error);
@@ -176,16 +156,9 @@ private:
     void update_pressure() { ctx_.keepalive_pressure.store(!queue_.empty(), std::memory_order_relaxed); }
 
     void run_worker(std::uint32_t i, std::promise<std::string>& ready) {
-        std::string error;
-        auto driver = backend_.create(driver_options_for(ctx_, i + 1), error);
-        if (driver == nullptr) {
+        if (std::string error = workers_[i].open(backend_, ctx_, i + 1, mu_); !error.empty()) {
             ready.set_value(error);
             return;
-        }
-        {
-            std::lock_guard lock(mu_);
-            workers_[i].loop = std::make_unique<loop>(std::move(driver), ctx_.log, i + 1);
-            workers_[i].ctx = std::make_unique<loop_context>(*workers_[i].loop, ctx_);
         }
         loop& l = *workers_[i].loop;
         loop_context& lc = *workers_[i].ctx;
@@ -223,7 +196,7 @@ private:
     std::condition_variable queue_cv_;
     std::condition_variable space_cv_;
     std::deque<int> queue_;
-    std::vector<worker> workers_;
+    std::vector<loop_thread> workers_;
     loop* acceptor_ = nullptr;
     std::thread acceptor_thread_;
     std::uint16_t port_ = 0;

@@ -1,0 +1,37 @@
+#include "server/loop_thread.h"
+
+#include "server/runtime.h"
+
+namespace sluice::detail {
+
+std::string loop_thread::open(const io::backend& b, server_context& server, unsigned index, std::mutex& mu) {
+    std::string error;
+    auto driver = b.create(driver_options_for(server, index), error);
+    if (driver == nullptr) {
+        return error.empty() ? std::string(b.name) + ": cannot create a driver" : error;
+    }
+    std::lock_guard lock(mu);
+    loop = std::make_unique<detail::loop>(std::move(driver), server.log, index);
+    ctx = std::make_unique<loop_context>(*loop, server);
+    return "";
+}
+
+void add_stats(const std::vector<loop_thread>& loops, server_stats& st) noexcept {
+    for (const auto& l : loops) {
+        if (l.ctx != nullptr) {
+            l.ctx->counters.add_to(st);
+        }
+    }
+}
+
+bool runs_on_current_thread(const std::vector<loop_thread>& loops) noexcept {
+    const auto me = std::this_thread::get_id();
+    for (const auto& l : loops) {
+        if (l.thread.get_id() == me) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace sluice::detail
