@@ -292,10 +292,28 @@ void connection::start_send() noexcept {
     sending_ = true;
     if (lc_.loop.driver().send(fd_, &iov_, 1, this) < 0) {
         sending_ = false;
-        peer_gone(exchange_errc::write_failed);
+        write_failed();
         return;
     }
     set_deadline(deadline_kind::write);
+}
+
+void connection::write_failed() noexcept {
+    // Nothing queued can go out any more: unlike peer_gone(), never wait for a flush.
+    peer_closed_ = true;
+    switch (state_) {
+    case state::suspended:
+        abort_exchange(exchange_errc::write_failed);
+        break;
+    case state::dispatching:
+        pending_error_ = exchange_errc::write_failed; // a worker has the exchange: act on its return
+        break;
+    case state::reading:
+        close_now();
+        break;
+    case state::closing:
+        break;
+    }
 }
 
 void connection::on_sent(const io::completion& c) noexcept {
@@ -304,14 +322,7 @@ void connection::on_sent(const io::completion& c) noexcept {
         return;
     }
     if (c.result < 0) {
-        peer_closed_ = true;
-        if (state_ == state::suspended) {
-            abort_exchange(exchange_errc::write_failed);
-        } else if (state_ == state::dispatching) {
-            pending_error_ = exchange_errc::write_failed;
-        } else {
-            close_now();
-        }
+        write_failed();
         return;
     }
     out_off_ += static_cast<std::uint32_t>(c.result);
@@ -320,7 +331,7 @@ void connection::on_sent(const io::completion& c) noexcept {
         sending_ = true;
         if (lc_.loop.driver().send(fd_, &iov_, 1, this) < 0) {
             sending_ = false;
-            close_now();
+            write_failed();
             return;
         }
         set_deadline(deadline_kind::write); // progress: the write deadline starts again

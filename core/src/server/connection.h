@@ -101,6 +101,7 @@ private:
     void schedule_flush() noexcept;
     void start_send() noexcept;
     void on_sent(const io::completion& c) noexcept;
+    void write_failed() noexcept;
     bool output_idle() const noexcept { return !sending_ && (!out_next_ || out_next_->empty()); }
 
     // Deadlines: one timer for the I/O deadline and the async timeout, armed at the earlier of

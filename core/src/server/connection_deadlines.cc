@@ -119,13 +119,7 @@ void connection::on_deadline() noexcept {
         }
         return;
     case deadline_kind::write:
-        if (state_ == state::suspended) {
-            abort_exchange(exchange_errc::write_failed);
-        } else if (state_ == state::dispatching) {
-            pending_error_ = exchange_errc::write_failed;
-        } else {
-            close_now();
-        }
+        write_failed(); // the client stopped reading
         return;
     case deadline_kind::none:
         return;

@@ -252,11 +252,11 @@ void connection::queue_stream_part() noexcept {
             http::serialize_stream_head(res, f, lc_.date(), out);
             response_access::mark_head_sent(res);
         }
-        if (!res.body().empty()) {
+        if (const std::string_view part = response_access::pending(res); !part.empty()) {
             if (!f.head_request) {
-                http::serialize_chunk(res.body(), f, out);
+                http::serialize_chunk(part, f, out);
             }
-            res.body().clear();
+            response_access::clear_pending(res);
         }
     } catch (const std::bad_alloc&) {
         close_after_flush_ = true;
@@ -291,15 +291,14 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
     } catch (const std::bad_alloc&) {
         keep_alive = false;
     }
-    if (!keep_alive) {
+    // A stream's framing was fixed when its head went out: a stop or a failed write since then
+    // still closes. (Read before release_exchange, which clears pending_error_.)
+    if (!keep_alive || pending_error_ != exchange_errc{} || shutting_down_) {
         close_after_flush_ = true;
     }
     release_exchange(outcome);
     ++served_;
     state_ = state::reading;
-    if (pending_error_ != exchange_errc{} || shutting_down_) {
-        close_after_flush_ = true;
-    }
     schedule_flush();
     process_input();
 }
