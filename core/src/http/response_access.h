@@ -16,14 +16,8 @@ public:
     static bool is_head_sent(const response& r) noexcept { return r.head_sent_; }
     static void mark_head_sent(response& r) noexcept { r.head_sent_ = true; }
 
-    /// Streaming: moves out the bytes written since the last call.
-    static std::string take_pending(response& r) noexcept {
-        std::string out = std::move(r.body_);
-        r.body_.clear(); // a moved-from string is valid but unspecified
-        return out;
-    }
-
-    /// Streaming without giving up the buffer's capacity: serialize pending(), then clear_pending().
+    /// Streaming: the bytes written since the last part went out; serialize them, then
+    /// clear_pending() (the buffer keeps its capacity).
     static std::string_view pending(const response& r) noexcept { return r.body_; }
     static void clear_pending(response& r) noexcept { r.body_.clear(); }
 };

@@ -320,14 +320,6 @@ feed_result server_session::feed(std::string_view bytes, request& req) {
     return {feed_status::need_more, consumed};
 }
 
-void server_session::feed_eof() {
-    // Requests are always delimited by their own framing (RFC 9112 §6.3: a request without
-    // Content-Length or Transfer-Encoding has no body), so EOF never completes one.
-    if (phase_ == phase::head || phase_ == phase::body) {
-        fail(400, "connection closed before the request was complete");
-    }
-}
-
 bool server_session::take_continue() noexcept {
     if (continue_pending_ && phase_ == phase::body) {
         continue_pending_ = false;

@@ -68,9 +68,6 @@ public:
     /// In phase ready or failed it consumes nothing.
     feed_result feed(std::string_view bytes, request& req);
 
-    /// The peer closed its side: a request cut short in head or body fails with 400, an idle
-    /// session stays idle (nothing to answer).
-    void feed_eof();
 
     phase current_phase() const noexcept { return phase_; }
 

@@ -80,7 +80,6 @@ void loop::stop() {
 }
 
 void loop::run(run_mode mode) {
-    thread_.store(std::this_thread::get_id());
     port_->set_owner_thread(std::this_thread::get_id());
     for (;;) {
         if (stopping_ && !stop_hooks_ran_) {

@@ -69,7 +69,6 @@ public:
     void run(run_mode mode = run_mode::until_stopped);
     /// Makes run() return once live() reaches zero. Thread-safe.
     void stop();
-    bool stopping() const noexcept { return stopping_; }
     /// stop() was called, though the loop may not have acted on it yet (a handler running
     /// inline learns of it here before the loop's next iteration). Thread-safe.
     bool stop_requested() const noexcept { return stop_requested_.load(std::memory_order_relaxed); }
@@ -93,8 +92,6 @@ public:
     /// connections drain).
     void on_stop(std::function<void()> fn) { stop_hooks_.push_back(std::move(fn)); }
 
-    bool in_loop_thread() const noexcept { return std::this_thread::get_id() == thread_.load(); }
-
     /// For the watchdog: when the current iteration started dispatching (0 while waiting).
     std::int64_t busy_since_ns() const noexcept { return busy_since_.load(std::memory_order_relaxed); }
 
@@ -117,7 +114,6 @@ private:
     std::size_t live_ = 0;
     bool stopping_ = false;
     bool stop_hooks_ran_ = false;
-    std::atomic<std::thread::id> thread_{};
     std::atomic<bool> stop_requested_{false};
     std::atomic<std::int64_t> busy_since_{0};
 };

@@ -194,14 +194,14 @@ TEST(ServerSessionChunked, DropsTrailerFields) {
     EXPECT_EQ(o.requests[1].path, "/next");
 }
 
-TEST(ServerSessionChunked, ABodyCutShortIsA400AtEof) {
+TEST(ServerSessionChunked, ABodyCutShortWaitsInTheBodyPhase) {
+    // The connection, not the session, decides what a peer leaving mid-body means (it closes:
+    // nobody is owed an answer); the session only has to say where the request stopped.
     server_session s{session_limits{}};
     request req;
     const std::string in = chunked("/", {"abcdef"});
     EXPECT_EQ(s.feed(std::string_view{in}.substr(0, in.size() - 3), req).status, feed_status::need_more);
     EXPECT_EQ(s.current_phase(), phase::body);
-    s.feed_eof();
-    EXPECT_EQ(s.error_status(), 400);
 }
 
 } // namespace

@@ -294,43 +294,7 @@ TEST(ServerSession, NextRequestStartsFromACleanParser) {
     EXPECT_TRUE(req.keep_alive());
 }
 
-// --- EOF and fail() ---
-
-TEST(ServerSession, EofWhileIdleIsNotAnError) {
-    server_session s{session_limits{}};
-    s.feed_eof();
-    EXPECT_EQ(s.current_phase(), phase::idle);
-}
-
-TEST(ServerSession, EofAfterOnlyEmptyLinesIsNotAnError) {
-    server_session s{session_limits{}};
-    request req;
-    EXPECT_EQ(s.feed("\r\n", req).consumed, 2u);
-    EXPECT_EQ(s.current_phase(), phase::idle);
-    s.feed_eof();
-    EXPECT_EQ(s.current_phase(), phase::idle);
-}
-
-TEST(ServerSession, EofInTheMiddleOfARequestIsA400) {
-    for (const std::string& part :
-         {"GET / HT"s, "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nab"s}) {
-        server_session s{session_limits{}};
-        request req;
-        EXPECT_EQ(s.feed(part, req).status, feed_status::need_more);
-        s.feed_eof();
-        EXPECT_EQ(s.current_phase(), phase::failed) << part;
-        EXPECT_EQ(s.error_status(), 400) << part;
-        EXPECT_FALSE(s.error_reason().empty());
-    }
-}
-
-TEST(ServerSession, EofAfterACompleteRequestKeepsItReady) {
-    server_session s{session_limits{}};
-    request req;
-    ASSERT_EQ(s.feed("GET / HTTP/1.1\r\nHost: h\r\n\r\n", req).status, feed_status::request_ready);
-    s.feed_eof();
-    EXPECT_EQ(s.current_phase(), phase::ready);
-}
+// --- fail() ---
 
 TEST(ServerSession, FailPutsTheSessionInFailedForGood) {
     server_session s{session_limits{}};
