@@ -46,7 +46,11 @@ public:
     /// Throws startup_error naming the key at fault (unknown backend, address in use, ...).
     void start();
     /// Stops accepting, ends suspended exchanges (on_error with shutting_down), closes every
-    /// connection and joins the threads. Thread-safe and idempotent; callable from a handler.
+    /// connection and joins the threads. Thread-safe and idempotent. From any other thread it
+    /// returns once the server has stopped (also when another thread began the stop). From one
+    /// of the server's own threads (a handler, an async listener, an executor task, a pool
+    /// worker) it only begins the stop, or does nothing if a stop is in progress, and returns
+    /// at once: that thread must return to its loop for the stop to finish. wait() sees the end.
     void stop() noexcept;
     /// Blocks until the server has stopped.
     void wait();

@@ -84,8 +84,13 @@ public:
             return;
         }
         if (stopping_) {
-            // Another thread is stopping it: wait for that to finish.
-            cv_.wait(lock, [this] { return !running_; });
+            // A stop is in progress. From one of the server's own threads (a handler, a
+            // listener, a loop task, a pool worker) waiting would deadlock: the stop cannot
+            // finish before this very thread returns to its loop. Return at once; the stop in
+            // progress completes without us. Any other thread waits for the end.
+            if (!in_server_thread()) {
+                cv_.wait(lock, [this] { return !running_; });
+            }
             return;
         }
         stopping_ = true;
