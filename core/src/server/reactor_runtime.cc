@@ -139,15 +139,24 @@ private:
             ready.set_value(error);
             return;
         }
+        if (!serve(i, fd, ready)) {
+            // Only now, with the listener (which holds a reference on the loop and cancels its
+            // timer on the loop when destroyed) gone: free the loop.
+            std::lock_guard lock(mu_);
+            slots_[i].ctx.reset();
+            slots_[i].loop.reset();
+        }
+    }
+
+    // Runs loop i with a listener on fd until the loop ends; false if the listener could not
+    // start (reported through ready). The listener lives exactly as long as this frame.
+    bool serve(unsigned i, int fd, std::promise<std::string>& ready) {
         loop& l = *slots_[i].loop;
         loop_context& lc = *slots_[i].ctx;
         listener lst(l, fd, [&lc](int conn_fd) { adopt_connection(lc, conn_fd); });
         if (!lst.start()) {
             ready.set_value(std::string(backend_.name) + ": cannot accept on the listening socket");
-            std::lock_guard lock(mu_);
-            slots_[i].ctx.reset();
-            slots_[i].loop.reset();
-            return;
+            return false;
         }
         l.on_stop([&lst, &lc] {
             lst.close();
@@ -165,6 +174,7 @@ private:
         ctx_.log.info("loop {}: {} connections accepted, {} requests", i,
                       lc.counters.accepted.load(std::memory_order_relaxed),
                       lc.counters.requests.load(std::memory_order_relaxed));
+        return true;
     }
 
     const io::backend& backend_;
