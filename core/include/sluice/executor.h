@@ -1,7 +1,17 @@
 // A handle to one I/O loop: run a function there now or after a delay.
 //
-// Handles are cheap to copy and safe to outlive the loop: once the loop has stopped,
-// post() and post_after() do nothing and return false.
+// Handles are cheap to copy and safe to outlive the loop and the server. What happens to a
+// function handed over:
+//  - post() / post_after() return true: the function was accepted. An accepted post() runs
+//    on the loop's thread, also when the server stops before the loop gets to it (the loop
+//    runs every accepted task before its thread ends). An accepted post_after() runs once
+//    its delay has passed, unless the loop stops first: then it is destroyed, unrun, on the
+//    loop's thread as the loop ends.
+//  - They return false once the loop has stopped (server::stop() ended it; the server need
+//    not be destroyed yet): the function is destroyed, unrun, before the call returns.
+// Either way nothing captured by a function outlives the loop's end.
+// On the blocking backend a loop serves one connection at a time: a task posted to it while
+// its thread waits for its next connection runs when that connection arrives (or at stop).
 #pragma once
 
 #include <chrono>

@@ -48,7 +48,12 @@ loop::~loop() {
     std::vector<loop_port::task> leftovers;
     port_->close(leftovers);
     leftovers.clear(); // destroy the tasks (and what they captured) before the driver goes
-    // Timers owned by the loop die with it; other timers belong to objects that are gone.
+    drop_owned_timers();
+}
+
+void loop::drop_owned_timers() noexcept {
+    // Timers owned by the loop (post_after) die with it; other timers belong to objects that
+    // are gone.
     std::vector<timer*> owned;
     for (timer* t : timers_.armed_timers()) {
         if (t->owned_by_loop) {
@@ -59,6 +64,24 @@ loop::~loop() {
         timers_.cancel(*t);
         delete static_cast<posted_timer*>(t);
     }
+}
+
+void loop::close_port() {
+    // executor.h: once the loop has stopped, post() refuses (returns false) instead of
+    // accepting tasks that would never run. Tasks accepted before the close still run here,
+    // on the loop thread (they may release references); post_after timers that have not fired
+    // are destroyed without running, so nothing they captured outlives the stop.
+    std::vector<loop_port::task> leftovers;
+    port_->close(leftovers);
+    run_tasks(leftovers);
+    drop_owned_timers();
+}
+
+void loop::run_tasks(std::vector<loop_port::task>& tasks) {
+    for (auto& t : tasks) {
+        t();
+    }
+    tasks.clear();
 }
 
 void loop::call_after(std::chrono::milliseconds delay, std::function<void()> fn) {
@@ -92,10 +115,10 @@ void loop::run(run_mode mode) {
     }
     // Tasks posted after the last iteration still run: they may release references.
     port_->drain(tasks_);
-    for (auto& t : tasks_) {
-        t();
+    run_tasks(tasks_);
+    if (stopping_) {
+        close_port(); // stopped for good (a thread-per-connection loop also ends when idle)
     }
-    tasks_.clear();
 }
 
 void loop::run_stop_hooks() {
@@ -136,10 +159,7 @@ void loop::run_iteration(bool block) {
     }
     // 2. Mailbox.
     port_->drain(tasks_);
-    for (auto& t : tasks_) {
-        t();
-    }
-    tasks_.clear();
+    run_tasks(tasks_);
     // 3. Timers due by the time we got here.
     now_ = clock::now();
     while (timer* t = timers_.pop_due(now_)) {

@@ -98,6 +98,9 @@ public:
 private:
     void run_iteration(bool block);
     void run_stop_hooks();
+    void run_tasks(std::vector<loop_port::task>& tasks);
+    void close_port();
+    void drop_owned_timers() noexcept;
     std::chrono::nanoseconds wait_timeout(bool block) const;
 
     std::unique_ptr<io::driver> driver_;

@@ -1,8 +1,9 @@
 // The thread-safe door into a loop: a mailbox of tasks plus a wake-up.
 //
 // Executors and async contexts hold a shared_ptr to the port, never to the loop, so
-// they may outlive it: once the loop has closed its port, post() returns false and
-// the task is dropped (destroyed on the caller's thread).
+// they may outlive it. The loop closes its port when it stops for good (the end of
+// loop::run() after stop()) or is destroyed: post() then returns false and the task is
+// dropped (destroyed on the caller's thread).
 #pragma once
 
 #include <atomic>
