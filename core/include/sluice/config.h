@@ -28,10 +28,10 @@ enum class dispatch_mode {
 enum class log_level { error, warn, info, debug };
 
 struct limits_config {
-    std::size_t max_header_bytes = 8192;      ///< request line + headers; more → 431 (414 for the target)
+    std::size_t max_header_bytes = 8192; ///< request line + headers; more → 431 (414 for the target)
     std::size_t max_body_bytes = std::size_t{1024} * 1024; ///< more → 413
-    std::uint32_t header_timeout_ms = 10'000; ///< first byte to end of head; → 408
-    std::uint32_t body_timeout_ms = 30'000;   ///< end of head to end of body; → 408
+    std::uint32_t header_timeout_ms = 10'000;              ///< first byte to end of head; → 408
+    std::uint32_t body_timeout_ms = 30'000;                ///< end of head to end of body; → 408
     std::uint32_t idle_timeout_ms = 60'000;   ///< keep-alive wait for the next request; → close
     std::uint32_t write_timeout_ms = 30'000;  ///< a response that cannot be sent in time; → close
     std::uint32_t max_connections = 10'000;   ///< per server; beyond it new connections are closed at once
@@ -39,8 +39,11 @@ struct limits_config {
 };
 
 struct blocking_config {
-    std::uint32_t threads = 200;      ///< connection threads (Tomcat maxThreads)
-    std::uint32_t accept_queue = 100; ///< accepted connections waiting for a thread (Tomcat acceptCount)
+    std::uint32_t threads = 200; ///< connection threads (Tomcat maxThreads)
+    /// Accepted connections waiting for a thread (Tomcat acceptCount); beyond, the acceptor stops
+    /// and the kernel's backlog holds them. 0: none wait; one arriving while every thread is
+    /// busy is closed at once.
+    std::uint32_t accept_queue = 100;
 };
 
 struct tls_config {
@@ -59,7 +62,7 @@ struct config {
     /// On stop: how long requests in progress (suspended ones included) may take to finish
     /// before they end with 503 and on_error(shutting_down); 0 = end them at once.
     std::uint32_t shutdown_timeout_ms = 10'000;
-    log_level log = log_level::info;         ///< key "log_level"
+    log_level log = log_level::info; ///< key "log_level"
     blocking_config blocking;
     limits_config limits;
     tls_config tls;

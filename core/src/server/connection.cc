@@ -157,7 +157,9 @@ std::size_t connection::parse_from(std::string_view data) noexcept {
             schedule_flush();
         }
         if (r.status == http::feed_status::request_ready) {
+            parse_rest_ = data.size() - off; // pipelined behind this request (decide_keep_alive)
             on_request_ready();
+            parse_rest_ = 0;
             continue;
         }
         if (r.status == http::feed_status::failed) {

@@ -93,6 +93,7 @@ private:
     void release_exchange(std::error_code outcome) noexcept;
     void fire(async_event_kind kind, std::error_code error) noexcept;
     bool decide_keep_alive() noexcept;
+    bool has_pipelined_input() const noexcept;
     void queue_error(int status, std::string_view reason) noexcept;
     void queue_stream_part() noexcept;
     std::string& output() noexcept;
@@ -125,6 +126,7 @@ private:
     buffer out_next_;                    // queued behind out_
     std::uint32_t in_off_ = 0;           // parsed prefix of in_
     std::uint32_t out_off_ = 0;          // sent prefix of out_
+    std::size_t parse_rest_ = 0;         // while a request parsed from a buffer runs: bytes after it
     iovec iov_{};
     timer timer_;
     clock::time_point io_deadline_{};

@@ -230,13 +230,25 @@ bool connection::decide_keep_alive() noexcept {
     if (limits.max_keepalive_requests != 0 && served_ + 1 >= limits.max_keepalive_requests) {
         return false;
     }
-    if (lc_.server.keepalive_pressure.load(std::memory_order_relaxed)) {
+    if (lc_.server.keepalive_pressure.load(std::memory_order_relaxed) && !has_pipelined_input()) {
+        // Under pressure (thread-per-connection: most threads taken) the connection closes to
+        // give its thread to a waiting one, but not before answering the requests the client
+        // already pipelined: those bytes are here, and closing would drop them (RFC 9112 §9.3.2
+        // lets a client retry only idempotent ones). Each response decides again: the first one
+        // with nothing more buffered closes.
         return false;
     }
     if (auto c = ex().response().header("Connection"); c && iequals(*c, "close")) {
         return false;
     }
     return true;
+}
+
+bool connection::has_pipelined_input() const noexcept {
+    if (in_process_input_) {
+        return parse_rest_ > 0; // parsing from the driver's buffer or from in_: the rest of it
+    }
+    return in_ && in_off_ < in_->size(); // e.g. received while a worker or async exchange ran
 }
 
 void connection::queue_stream_part() noexcept {

@@ -22,8 +22,9 @@ struct server_context {
 
     /// Connections open across every loop (limits.max_connections).
     std::atomic<std::uint32_t> open_connections{0};
-    /// Set by the thread-per-connection runtime while connections wait for a thread:
-    /// responses then close their connection so the waiting ones get a turn (Tomcat BIO).
+    /// Set by the thread-per-connection runtime while more than 75% of its threads hold or are
+    /// about to hold a connection: responses then close their connection (once the requests
+    /// already pipelined are answered) so the waiting ones get a turn (Tomcat BIO).
     std::atomic<bool> keepalive_pressure{false};
 };
 
