@@ -24,14 +24,4 @@ void add_stats(const std::vector<loop_thread>& loops, server_stats& st) noexcept
     }
 }
 
-bool runs_on_current_thread(const std::vector<loop_thread>& loops) noexcept {
-    const auto me = std::this_thread::get_id();
-    for (const auto& l : loops) {
-        if (l.thread.get_id() == me) {
-            return true;
-        }
-    }
-    return false;
-}
-
 } // namespace sluice::detail

@@ -34,7 +34,5 @@ struct loop_thread {
 
 /// Sums the counters of every loop that is open.
 void add_stats(const std::vector<loop_thread>& loops, server_stats& st) noexcept;
-/// Whether the calling thread is one of these.
-bool runs_on_current_thread(const std::vector<loop_thread>& loops) noexcept;
 
 } // namespace sluice::detail

@@ -11,6 +11,7 @@
 #include "server/loop_context.h"
 #include "server/loop_thread.h"
 #include "server/runtime.h"
+#include "server/server_thread.h"
 
 namespace sluice::detail {
 
@@ -104,8 +105,6 @@ public:
         return st;
     }
 
-    bool owns_current_thread() const noexcept override { return runs_on_current_thread(slots_); }
-
     std::vector<const loop*> watched_loops() const override {
         std::lock_guard lock(mu_);
         std::vector<const loop*> out;
@@ -134,6 +133,7 @@ private:
     }
 
     void run_loop(unsigned i, int fd, std::promise<std::string>& ready) {
+        const server_thread_mark mark(&ctx_);
         if (std::string error = slots_[i].open(backend_, ctx_, i, mu_); !error.empty()) {
             ::close(fd);
             ready.set_value(error);

@@ -30,8 +30,6 @@ public:
     virtual void join() = 0;
     virtual std::uint16_t port() const noexcept = 0;
     virtual server_stats stats() const noexcept = 0;
-    /// Whether the calling thread is one of the runtime's (it must not join itself).
-    virtual bool owns_current_thread() const noexcept = 0;
     /// Loops whose iterations the watchdog should time (reactor loops only).
     virtual std::vector<const loop*> watched_loops() const = 0;
 };

@@ -10,6 +10,7 @@
 #include "server/backend_selection.h"
 #include "server/runtime.h"
 #include "server/server_context.h"
+#include "server/server_thread.h"
 #include "server/socket_util.h"
 #include "server/watchdog.h"
 #include "server/worker_pool.h"
@@ -46,7 +47,7 @@ public:
         ctx_ = std::make_unique<server_context>(cfg_, routes_, log_);
         backend_ = &select_backend(cfg_.backend, driver_options_for(*ctx_, 0), log_);
         if (cfg_.dispatch == dispatch_mode::pool) {
-            workers_ = std::make_unique<worker_pool>(cfg_.worker_threads);
+            workers_ = std::make_unique<worker_pool>(cfg_.worker_threads, ctx_.get());
             ctx_->workers = workers_.get();
         }
         runtime_ = backend_->traits.connection_per_thread ? make_thread_runtime(*backend_, *ctx_)
@@ -128,9 +129,8 @@ private:
         cv_.notify_all();
     }
 
-    bool in_server_thread() const noexcept {
-        return runtime_->owns_current_thread() || (workers_ && workers_->owns_current_thread());
-    }
+    // Marks, not thread handles: another stop may be joining those (server_thread.h).
+    bool in_server_thread() const noexcept { return ctx_ != nullptr && current_server() == ctx_.get(); }
 
     std::string_view dispatch_name() const noexcept {
         return cfg_.dispatch == dispatch_mode::pool ? "pool" : "inline";

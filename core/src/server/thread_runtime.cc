@@ -31,6 +31,7 @@
 #include "server/loop_context.h"
 #include "server/loop_thread.h"
 #include "server/runtime.h"
+#include "server/server_thread.h"
 
 namespace sluice::detail {
 
@@ -116,12 +117,9 @@ public:
 
     std::vector<const loop*> watched_loops() const override { return {}; }
 
-    bool owns_current_thread() const noexcept override {
-        return acceptor_thread_.get_id() == std::this_thread::get_id() || runs_on_current_thread(workers_);
-    }
-
 private:
     void run_acceptor(int fd, std::promise<std::string>& ready) {
+        const server_thread_mark mark(&ctx_);
         std::string error;
         auto driver = backend_.create(driver_options_for(ctx_, 0), error);
         if (driver == nullptr) {
@@ -200,6 +198,7 @@ private:
     }
 
     void run_worker(std::uint32_t i, std::promise<std::string>& ready) {
+        const server_thread_mark mark(&ctx_);
         if (std::string error = workers_[i].open(backend_, ctx_, i + 1, mu_); !error.empty()) {
             ready.set_value(error);
             return;

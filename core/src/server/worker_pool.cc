@@ -1,11 +1,16 @@
 #include "server/worker_pool.h"
 
+#include "server/server_thread.h"
+
 namespace sluice::detail {
 
-worker_pool::worker_pool(std::uint32_t threads) {
+worker_pool::worker_pool(std::uint32_t threads, const server_context* owner) {
     threads_.reserve(threads);
     for (std::uint32_t i = 0; i < threads; ++i) {
-        threads_.emplace_back([this] { run(); });
+        threads_.emplace_back([this, owner] {
+            const server_thread_mark mark(owner);
+            run();
+        });
     }
 }
 
@@ -37,15 +42,6 @@ void worker_pool::stop() {
         }
     }
     threads_.clear();
-}
-
-bool worker_pool::owns_current_thread() const noexcept {
-    for (const auto& t : threads_) {
-        if (t.get_id() == std::this_thread::get_id()) {
-            return true;
-        }
-    }
-    return false;
 }
 
 void worker_pool::run() {

@@ -12,9 +12,12 @@
 
 namespace sluice::detail {
 
+struct server_context;
+
 class worker_pool {
 public:
-    explicit worker_pool(std::uint32_t threads);
+    /// `owner`: the server whose threads these are (server_thread.h).
+    worker_pool(std::uint32_t threads, const server_context* owner);
     ~worker_pool();
     worker_pool(const worker_pool&) = delete;
     worker_pool& operator=(const worker_pool&) = delete;
@@ -23,7 +26,6 @@ public:
     bool submit(std::function<void()> task);
     /// Lets queued tasks finish, then joins the threads.
     void stop();
-    bool owns_current_thread() const noexcept;
 
 private:
     void run();
