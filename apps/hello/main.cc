@@ -7,10 +7,13 @@
 //   GET  /delay?ms=N        suspends, completes after N ms from a loop timer (no thread sleeps)
 //   GET  /delay-resume?ms=N the same in resume style (the handler runs again)
 //   GET  /sleep?ms=N        a sync handler that blocks its thread for N ms
+//   GET  /bytes?n=N         N bytes of 'x' (N <= 1 MiB): a response a slow reader cannot take at once
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include <sluice/sluice.h>
@@ -18,19 +21,24 @@
 namespace {
 
 constexpr int max_delay_ms = 600'000;
+constexpr int max_bytes = 1 << 20;
 
-// ?ms=N as a bounded integer; nullopt (→ 400) when missing or malformed.
-std::optional<int> delay_ms(const sluice::request& req) {
-    auto v = req.query_param("ms");
+// ?name=N as an integer in [0, max]; nullopt (→ 400) when missing or malformed.
+std::optional<int> bounded_param(const sluice::request& req, std::string_view name, int max) {
+    auto v = req.query_param(name);
     if (!v) {
         return std::nullopt;
     }
-    int ms = 0;
-    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), ms);
-    if (ec != std::errc() || end != v->data() + v->size() || ms < 0 || ms > max_delay_ms) {
+    int n = 0;
+    auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (ec != std::errc() || end != v->data() + v->size() || n < 0 || n > max) {
         return std::nullopt;
     }
-    return ms;
+    return n;
+}
+
+std::optional<int> delay_ms(const sluice::request& req) {
+    return bounded_param(req, "ms", max_delay_ms);
 }
 
 void bad_delay(sluice::exchange& ex) {
@@ -87,6 +95,17 @@ void add_routes(sluice::server& srv) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(*ms));
         ex.response().text("slept " + std::to_string(*ms) + " ms\n");
+    });
+
+    // The slow-read target of benchmarks/scenarios/hostile.sh (hello's other answers fit in any
+    // socket buffer, so a slow reader would never hold a send).
+    srv.get("/bytes", [](sluice::exchange& ex) {
+        auto n = bounded_param(ex.request(), "n", max_bytes);
+        if (!n) {
+            ex.response().status(400).text("expected ?n=N with 0 <= N <= 1048576\n");
+            return;
+        }
+        ex.response().text(std::string(static_cast<std::size_t>(*n), 'x'));
     });
 }
 

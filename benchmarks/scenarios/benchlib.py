@@ -7,8 +7,9 @@ Subcommands (called from lib.sh):
                                   KEY=@FILE nests one, KEY=lines:FILE a list of lines,
                                   KEY=kv:FILE a dict of key=value lines, KEY=str:V a string as is
   free-port                       an unused TCP port on 127.0.0.1
-  report KIND ROWS META OUT_BASE  summary for KIND (plaintext|s1|memory|demo), written to
+  report KIND ROWS META OUT_BASE  summary for KIND (plaintext|s1|memory|demo|hostile), written to
                                   OUT_BASE.json and OUT_BASE.md; the markdown is printed
+  sht-summary | parse-ab | hostile-line   the hostile scenario's (hostile_report.py)
 """
 import json
 import re
@@ -267,6 +268,14 @@ def summary_demo(rows):
 SUMMARIES = {"plaintext": summary_plaintext, "s1": summary_s1, "memory": summary_memory, "demo": summary_demo}
 
 
+def summary_hostile(rows):
+    import hostile_report  # pylint: disable=import-outside-toplevel (it imports this module)
+    return hostile_report.summary_hostile(rows)
+
+
+SUMMARIES["hostile"] = summary_hostile
+
+
 def report(kind, rows_path, meta_path, out_base):
     rows = read_rows(rows_path)
     meta = load_json_file(meta_path)
@@ -311,6 +320,9 @@ def main(argv):
         print(free_port())
     elif cmd == "report":
         report(*argv[2:6])
+    elif cmd in ("sht-summary", "parse-ab", "hostile-line"):
+        import hostile_report  # pylint: disable=import-outside-toplevel
+        return hostile_report.main(argv[1:])
     else:
         print(__doc__, file=sys.stderr)
         return 2

@@ -5,6 +5,7 @@
 # Servers are started in the background and their PIDs remembered; the EXIT trap stops only
 # those PIDs (and the children of an nginx master we started). Every wait is bounded.
 #
+# BENCH_NICE (unset): run sluice-hello under nice -n BENCH_NICE.
 # Binaries: $BENCH_BIN_DIR, else the first of build/release/bin and build/bench/bin that holds
 # both sluice-hello and sluice-connhold.
 # Results: $RESULTS_DIR (default benchmarks/results)/<scenario>-<UTC timestamp>.{json,md}.
@@ -140,6 +141,8 @@ bench_start_sluice() {
     local log=$1 port=$2
     shift 2
     local cmd=("$BIN_DIR/sluice-hello" --listen "127.0.0.1:$port" "$@")
+    # BENCH_NICE: the server's scheduling priority (nice execs, so the PID stays the server's).
+    [[ -n ${BENCH_NICE:-} ]] && cmd=(nice -n "$BENCH_NICE" "${cmd[@]}")
     bench_log_cmd "${cmd[*]}"
     # The logged command is the whole configuration: no SLUICE_<KEY> from our environment leaks in
     # (sluice also refuses to start on an unknown SLUICE_ variable).
