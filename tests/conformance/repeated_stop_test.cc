@@ -34,6 +34,18 @@ protected:
     }
 
     /// Calls stop() twice and counts the calls that returned.
+    // Starts the server, requests `path` (whose handler ends in stop_twice()), and expects both
+    // stop() calls and server::wait() to return.
+    void expect_both_stops_return(const char* path) {
+        srv().start();
+        auto waited = watch_wait();
+        test_client c(srv().port());
+        ASSERT_TRUE(c.send(get_request(path))) << c.error();
+        EXPECT_TRUE(wait_until([&] { return returned_.load() == 2; }))
+            << returned_.load() << " of 2 stop() returned";
+        EXPECT_TRUE(wait_until([&] { return waited->load(); })) << "server::wait() did not return";
+    }
+
     void stop_twice() {
         srv().server().stop();
         ++returned_;
@@ -91,13 +103,7 @@ TEST_P(repeated_stop_test, on_complete_listener_calls_stop_twice) {
         ctx.on_complete([this](const async_event&) { stop_twice(); });
         bg_.run([ctx]() mutable { ctx.complete(response(200).text("done")); });
     });
-    srv().start();
-    auto waited = watch_wait();
-    test_client c(srv().port());
-    ASSERT_TRUE(c.send(get_request("/async"))) << c.error();
-    EXPECT_TRUE(wait_until([&] { return returned_.load() == 2; }))
-        << returned_.load() << " of 2 stop() returned";
-    EXPECT_TRUE(wait_until([&] { return waited->load(); })) << "server::wait() did not return";
+    expect_both_stops_return("/async");
 }
 
 TEST_P(repeated_stop_test, loop_task_calls_stop_twice) {
@@ -105,13 +111,7 @@ TEST_P(repeated_stop_test, loop_task_calls_stop_twice) {
         ex.response().text("posted");
         EXPECT_TRUE(ex.executor().post([this] { stop_twice(); }));
     });
-    srv().start();
-    auto waited = watch_wait();
-    test_client c(srv().port());
-    ASSERT_TRUE(c.send(get_request("/task"))) << c.error();
-    EXPECT_TRUE(wait_until([&] { return returned_.load() == 2; }))
-        << returned_.load() << " of 2 stop() returned";
-    EXPECT_TRUE(wait_until([&] { return waited->load(); })) << "server::wait() did not return";
+    expect_both_stops_return("/task");
 }
 
 TEST_P(repeated_stop_test, handler_stop_then_outside_stop_waits_for_the_end) {
