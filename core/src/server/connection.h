@@ -65,6 +65,9 @@ public:
 
     std::uint32_t slot = 0; ///< index in loop_context::connections()
 
+    /// Memory held for received input (the buffer's capacity), for tests and statistics.
+    std::size_t input_bytes_held() const noexcept { return in_ ? in_->capacity() : 0; }
+
 private:
     enum class state : std::uint8_t { reading, dispatching, suspended, closing };
     enum class deadline_kind : std::uint8_t { none, first_request, idle, head, body, write };
@@ -88,6 +91,7 @@ private:
     void suspend() noexcept;
     void leave_suspended() noexcept;
     void handle_signal() noexcept;
+    void adopt_handed(response&& handed) noexcept; // what complete(r) handed over
     void finish_exchange(std::error_code outcome) noexcept;
     void abort_exchange(exchange_errc why) noexcept;
     void release_exchange(std::error_code outcome) noexcept;
@@ -95,6 +99,8 @@ private:
     bool decide_keep_alive() noexcept;
     void queue_error(int status, std::string_view reason) noexcept;
     void queue_stream_part() noexcept;
+    void refuse_interim_status() noexcept;
+    http::response_framing stream_framing() noexcept;
     std::string& output() noexcept;
 
     // Output.
@@ -144,8 +150,9 @@ private:
     bool in_process_input_ = false;
     bool shutting_down_ = false;
     bool drain_expired_ = false;
-    bool stream_keep_alive_ = true; // a streaming response fixed its framing when its head went out
-    bool handler_threw_ = false;    // written by the handler's thread, read after it returned
+    bool stream_keep_alive_ = true;  // a streaming response fixed its framing when its head went out
+    bool stream_no_content_ = false; // ... and whether it carries a body at all (204, 304)
+    bool handler_threw_ = false;     // written by the handler's thread, read after it returned
 };
 
 } // namespace sluice::detail

@@ -1,6 +1,7 @@
 // The exchange half of a connection: dispatching the handler, the async signals and
 // timeout, and queueing the response (the lifecycle diagram is in connection.h).
 #include <exception>
+#include <new>
 
 #include <sluice/error.h>
 
@@ -105,7 +106,7 @@ bool connection::after_handler() noexcept {
     case async_state::after_dispatch::complete: {
         std::optional<response> handed;
         if (st->take_completion(handed) && handed) {
-            ex().response() = std::move(*handed);
+            adopt_handed(std::move(*handed));
         }
         finish_exchange({});
         return false;
@@ -155,14 +156,8 @@ void connection::handle_signal() noexcept {
             return;
         }
         leave_suspended();
-        auto& res = ex().response();
         if (handed) {
-            if (response_access::is_head_sent(res)) {
-                // The stream's head is out: the handed response can only add its body.
-                res.write(handed->body());
-            } else {
-                res = std::move(*handed);
-            }
+            adopt_handed(std::move(*handed));
         }
         finish_exchange({});
         return;
@@ -175,6 +170,21 @@ void connection::handle_signal() noexcept {
         return;
     default:
         return;
+    }
+}
+
+void connection::adopt_handed(response&& handed) noexcept {
+    auto& res = ex().response();
+    if (!response_access::is_head_sent(res)) {
+        res = std::move(handed);
+        return;
+    }
+    // The stream's head is out (sent when an earlier dispatch suspended): a second status line
+    // would land inside the chunked body, so the handed response can only add its body.
+    try {
+        res.write(handed.body());
+    } catch (const std::bad_alloc&) {
+        close_after_flush_ = true; // out of memory: the handed body is lost; do not reuse the connection
     }
 }
 
@@ -239,10 +249,46 @@ bool connection::decide_keep_alive() noexcept {
     return true;
 }
 
+void connection::refuse_interim_status() noexcept {
+    auto& res = ex().response();
+    const int status = res.status();
+    if (status < 100 || status >= 200) {
+        return;
+    }
+    // A 1xx is interim (RFC 9110 §15.2): the client would take it as a preface and wait for
+    // the final response, and the next response would answer the wrong request. 101 would
+    // announce a protocol switch that never happens (Upgrade is ignored, server_session.cc).
+    // The server sends its own 100 Continue; a handler's 1xx is a programming error.
+    lc_.server.log.error("handler for {} {} set status {}, which is not a final status: sending 500",
+                         request_of(ex()).method(), request_of(ex()).path(), status);
+    if (res.is_streaming()) {
+        res.status(500); // the head is not out yet; what was written stays the body
+        return;
+    }
+    res.clear();
+    res.status(500);
+    try {
+        res.text("Internal Server Error\n");
+    } catch (const std::bad_alloc&) {
+    }
+}
+
+http::response_framing connection::stream_framing() noexcept {
+    const auto& req = request_of(ex());
+    http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+    f.no_content = stream_no_content_;
+    return f;
+}
+
 void connection::queue_stream_part() noexcept {
     auto& res = ex().response();
     const auto& req = request_of(ex());
-    http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+    if (!response_access::is_head_sent(res)) {
+        refuse_interim_status();
+        // Fixed with the head: a status changed later cannot change the framing.
+        stream_no_content_ = !http::status_has_content(res.status());
+    }
+    http::response_framing f = stream_framing();
     try {
         std::string& out = output();
         if (!response_access::is_head_sent(res)) {
@@ -253,9 +299,7 @@ void connection::queue_stream_part() noexcept {
             response_access::mark_head_sent(res);
         }
         if (const std::string_view part = response_access::pending(res); !part.empty()) {
-            if (!f.head_request) {
-                http::serialize_chunk(part, f, out);
-            }
+            http::serialize_chunk(part, f, out); // nothing for HEAD or a status without content
             response_access::clear_pending(res);
         }
     } catch (const std::bad_alloc&) {
@@ -273,17 +317,18 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
         if (res.is_streaming()) {
             const bool head_was_out = response_access::is_head_sent(res);
             queue_stream_part();
-            http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+            const http::response_framing f = stream_framing();
             if (head_was_out && outcome) {
                 // A stream cut short (timeout, a throwing handler): no terminating chunk, so the
                 // client sees an incomplete message rather than a whole, truncated body
                 // (RFC 9112 §8: incomplete messages are detectable by their framing).
                 close_after_flush_ = true;
-            } else if (!f.head_request) {
-                http::serialize_stream_end(f, out);
+            } else {
+                http::serialize_stream_end(f, out); // nothing for HEAD or a status without content
             }
             keep_alive = stream_keep_alive_ && !close_after_flush_;
         } else {
+            refuse_interim_status();
             keep_alive = decide_keep_alive();
             http::response_framing f{req.version(), req.method() == "HEAD", keep_alive};
             http::serialize_response(res, f, lc_.date(), out);
