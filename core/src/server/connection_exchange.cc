@@ -7,6 +7,7 @@
 
 #include "exchange/exchange_access.h"
 #include "http/response_access.h"
+#include "loop/deadline.h"
 #include "server/connection.h"
 #include "server/loop_context.h"
 #include "server/worker_pool.h"
@@ -121,7 +122,7 @@ void connection::suspend() noexcept {
     state_ = state::suspended;
     lc_.counters.add(lc_.counters.suspended, 1);
     const auto timeout = exchange_access::state(ex())->timeout();
-    async_deadline_ = timeout.count() > 0 ? lc_.loop.now() + timeout : clock::time_point{};
+    async_deadline_ = timeout.count() > 0 ? deadline_after(lc_.loop.now(), timeout) : clock::time_point{};
     arm_timer();
     if (ex().response().is_streaming()) {
         queue_stream_part();
@@ -193,7 +194,7 @@ void connection::on_async_timeout_changed(std::uint64_t generation) noexcept {
         return;
     }
     const auto timeout = exchange_access::state(ex())->timeout();
-    async_deadline_ = timeout.count() > 0 ? lc_.loop.now() + timeout : clock::time_point{};
+    async_deadline_ = timeout.count() > 0 ? deadline_after(lc_.loop.now(), timeout) : clock::time_point{};
     if (async_deadline_ != clock::time_point{}) {
         // A later deadline is found when the armed timer fires early; an earlier one re-arms now.
         if (!timer_.armed() || timer_.when > async_deadline_) {
