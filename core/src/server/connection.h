@@ -22,6 +22,7 @@
 
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -79,6 +80,7 @@ private:
     void on_recv(const io::completion& c) noexcept;
     void process_input() noexcept;
     std::size_t parse_from(std::string_view data) noexcept;
+    void compact_input() noexcept;
     void acquire_slot() noexcept;
     void on_request_ready() noexcept;
     void peer_gone(exchange_errc why) noexcept;
@@ -106,6 +108,8 @@ private:
     // Output.
     void schedule_flush() noexcept;
     void start_send() noexcept;
+    bool send_rest() noexcept; // sends out_ from out_off_; false: failed (write_failed ran)
+    std::chrono::milliseconds send_allowance(std::size_t bytes) const noexcept;
     void on_sent(const io::completion& c) noexcept;
     void write_failed() noexcept;
     bool output_idle() const noexcept { return !sending_ && (!out_next_ || out_next_->empty()); }
@@ -129,8 +133,8 @@ private:
     buffer in_;                          // received, not parsed yet (pipelined or awaiting a busy exchange)
     buffer out_;                         // being sent (frozen while sending_)
     buffer out_next_;                    // queued behind out_
-    std::uint32_t in_off_ = 0;           // parsed prefix of in_
-    std::uint32_t out_off_ = 0;          // sent prefix of out_
+    std::size_t in_off_ = 0;             // parsed prefix of in_ (dropped before more is appended)
+    std::size_t out_off_ = 0;            // sent prefix of out_ (size_t: a response may pass 4 GiB)
     iovec iov_{};
     timer timer_;
     clock::time_point io_deadline_{};
