@@ -28,12 +28,17 @@ enum class dispatch_mode {
 enum class log_level { error, warn, info, debug };
 
 struct limits_config {
-    std::size_t max_header_bytes = 8192;      ///< request line + headers; more → 431 (414 for the target)
+    std::size_t max_header_bytes = 8192; ///< request line + headers; more → 431 (414 for the target)
     std::size_t max_body_bytes = std::size_t{1024} * 1024; ///< more → 413
-    std::uint32_t header_timeout_ms = 10'000; ///< first byte to end of head; → 408
-    std::uint32_t body_timeout_ms = 30'000;   ///< end of head to end of body; → 408
-    std::uint32_t idle_timeout_ms = 60'000;   ///< keep-alive wait for the next request; → close
-    std::uint32_t write_timeout_ms = 30'000;  ///< a response that cannot be sent in time; → close
+    std::uint32_t header_timeout_ms = 10'000;              ///< first byte to end of head; → 408
+    std::uint32_t body_timeout_ms = 30'000;                ///< end of head to end of body; → 408
+    std::uint32_t idle_timeout_ms = 60'000; ///< keep-alive wait for the next request; → close
+    /// Time to send what was queued for a client, from when it was queued (plus the allowance
+    /// of min_send_rate); a client that reads too slowly is closed (README, "Configuration").
+    std::uint32_t write_timeout_ms = 30'000;
+    /// Bytes per second a client must read at the least: each queued byte adds 1/min_send_rate s
+    /// to the write timeout; 0 = none (write_timeout_ms caps the whole send).
+    std::uint32_t min_send_rate = 1024;
     std::uint32_t max_connections = 10'000;   ///< per server; beyond it new connections are closed at once
     std::uint32_t max_keepalive_requests = 0; ///< requests per connection before close; 0 = unlimited
 };
@@ -59,7 +64,7 @@ struct config {
     /// On stop: how long requests in progress (suspended ones included) may take to finish
     /// before they end with 503 and on_error(shutting_down); 0 = end them at once.
     std::uint32_t shutdown_timeout_ms = 10'000;
-    log_level log = log_level::info;         ///< key "log_level"
+    log_level log = log_level::info; ///< key "log_level"
     blocking_config blocking;
     limits_config limits;
     tls_config tls;
