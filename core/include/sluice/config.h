@@ -33,8 +33,8 @@ struct limits_config {
     std::uint32_t header_timeout_ms = 10'000;              ///< first byte to end of head; → 408
     std::uint32_t body_timeout_ms = 30'000;                ///< end of head to end of body; → 408
     std::uint32_t idle_timeout_ms = 60'000; ///< keep-alive wait for the next request; → close
-    /// Time to send what was queued for a client, from when it was queued (plus the allowance
-    /// of min_send_rate); a client that reads too slowly is closed (README, "Configuration").
+    /// A client that reads nothing this long is closed; so is one that has not read everything
+    /// queued for it this long after it was queued, plus min_send_rate's allowance (README).
     std::uint32_t write_timeout_ms = 30'000;
     /// Bytes per second a client must read at the least: each queued byte adds 1/min_send_rate s
     /// to the write timeout; 0 = none (write_timeout_ms caps the whole send).

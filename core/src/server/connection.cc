@@ -309,15 +309,24 @@ void connection::start_send() noexcept {
     if (!send_rest()) {
         return;
     }
-    // limits.write_timeout_ms bounds the time to send what is queued, not each send: a client
-    // that reads a few bytes now and then would otherwise renew it forever (slow read). Output
-    // queued while sending adds only its min_send_rate allowance to the running deadline.
-    if (deadline_kind_ == deadline_kind::write) {
-        io_deadline_ = deadline_after(io_deadline_, send_allowance(out_->size()));
-    } else {
-        set_deadline(deadline_kind::write);
-        io_deadline_ = deadline_after(io_deadline_, send_allowance(out_->size()));
+    // Two bounds (nginx's send_timeout, plus a cap): write_timeout_ms without any progress, and
+    // the whole of what is queued within write_timeout_ms plus min_send_rate's allowance per
+    // byte, counted from when the connection's output stopped being idle. Progress alone does
+    // not renew the cap, or a client reading a few bytes now and then would hold the
+    // connection forever (slow read). Output queued while sending adds only its allowance.
+    const auto now = lc_.loop.now();
+    const std::chrono::milliseconds timeout(lc_.server.cfg.limits.write_timeout_ms);
+    if (deadline_kind_ != deadline_kind::write) {
+        deadline_kind_ = deadline_kind::write;
+        write_cap_ = deadline_after(now, timeout);
     }
+    write_cap_ = deadline_after(write_cap_, send_allowance(out_->size()));
+    renew_write_deadline();
+}
+
+void connection::renew_write_deadline() noexcept {
+    const std::chrono::milliseconds timeout(lc_.server.cfg.limits.write_timeout_ms);
+    io_deadline_ = std::min(deadline_after(lc_.loop.now(), timeout), write_cap_);
     arm_timer();
 }
 
@@ -371,7 +380,9 @@ void connection::on_sent(const io::completion& c) noexcept {
     }
     out_off_ += static_cast<std::size_t>(c.result);
     if (out_off_ < out_->size()) {
-        (void)send_rest(); // the write deadline keeps running: progress does not renew it
+        if (send_rest() && c.result > 0) {
+            renew_write_deadline(); // progress renews the no-progress bound, never the cap
+        }
         return;
     }
     out_->clear();

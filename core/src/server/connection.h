@@ -110,6 +110,7 @@ private:
     void start_send() noexcept;
     bool send_rest() noexcept; // sends out_ from out_off_; false: failed (write_failed ran)
     std::chrono::milliseconds send_allowance(std::size_t bytes) const noexcept;
+    void renew_write_deadline() noexcept;
     void on_sent(const io::completion& c) noexcept;
     void write_failed() noexcept;
     bool output_idle() const noexcept { return !sending_ && (!out_next_ || out_next_->empty()); }
@@ -139,6 +140,7 @@ private:
     timer timer_;
     clock::time_point io_deadline_{};
     clock::time_point async_deadline_{};
+    clock::time_point write_cap_{}; // while sending: by when all queued output must be out
     std::string peer_;
     std::uint64_t generation_ = 0;
     std::uint32_t served_ = 0;
