@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <span>
@@ -18,6 +19,11 @@ namespace sluice::io::blocking {
 namespace {
 // One connection per loop: a couple of buffers cover a read while the previous is parsed.
 constexpr std::uint32_t buffer_count = 2;
+// The longest one send() blocks before it reports what it sent (possibly nothing), so that
+// the loop can act on the core's write deadline at most this late.
+constexpr std::uint32_t max_send_block_ms = 250;
+// A send's result is an int32_t (backend.h rule 3): never report more than this at once.
+constexpr std::size_t max_send_bytes = std::size_t{1} << 30;
 } // namespace
 
 std::unique_ptr<io::driver> driver::create(const driver_options& options, std::string& error) {
@@ -62,22 +68,6 @@ driver::entry& driver::find_or_add(int fd, void* owner) {
     return *e;
 }
 
-void driver::make_blocking(entry& e) noexcept {
-    if (e.blocking) {
-        return;
-    }
-    // Sends block the thread (that is this backend's model), bounded by the write timeout.
-    const int flags = ::fcntl(e.fd, F_GETFL);
-    ::fcntl(e.fd, F_SETFL, flags & ~O_NONBLOCK);
-    if (send_timeout_ms_ > 0) {
-        timeval tv{};
-        tv.tv_sec = static_cast<time_t>(send_timeout_ms_ / 1000);
-        tv.tv_usec = static_cast<suseconds_t>((send_timeout_ms_ % 1000) * 1000);
-        ::setsockopt(e.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    }
-    e.blocking = true;
-}
-
 int driver::accept(int listen_fd, void* owner) noexcept {
     try {
         find_or_add(listen_fd, owner).listening = true;
@@ -92,7 +82,6 @@ int driver::recv(int fd, void* owner) noexcept {
         entry& e = find_or_add(fd, owner);
         e.receiving = true;
         e.paused = false;
-        make_blocking(e);
     } catch (const std::bad_alloc&) {
         return -ENOMEM;
     }
@@ -117,34 +106,59 @@ int driver::send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept {
     std::span<iovec> rest(rest_storage, count);
     std::size_t total = 0;
     std::size_t first = 0;
-    int result = 0;
-    while (first < rest.size()) {
+    int error = 0;
+    // The thread blocks here (this backend's model), but never past one slice: the core's
+    // write deadline bounds the whole response (limits.write_timeout_ms with min_send_rate),
+    // and only the loop can act on it, so a client that reads a byte now and then must not
+    // keep this call going. A wake() (the mailbox: a server stop) ends the wait at once.
+    const auto slice =
+        std::chrono::milliseconds(std::min<std::uint32_t>(send_timeout_ms_, max_send_block_ms));
+    const auto until = std::chrono::steady_clock::now() + slice;
+    while (first < rest.size() && total < max_send_bytes) {
         msghdr msg{};
         msg.msg_iov = rest.data() + first;
         msg.msg_iovlen = rest.size() - first;
-        const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            // SO_SNDTIMEO expired: the client stopped reading.
-            result = (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : -errno;
+        const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            error = -errno;
             break;
         }
-        total += static_cast<std::size_t>(n);
-        auto left = static_cast<std::size_t>(n);
-        while (first < rest.size() && left >= rest[first].iov_len) {
-            left -= rest[first].iov_len;
-            ++first;
+        if (n > 0) {
+            total += static_cast<std::size_t>(n);
+            auto left = static_cast<std::size_t>(n);
+            while (first < rest.size() && left >= rest[first].iov_len) {
+                left -= rest[first].iov_len;
+                ++first;
+            }
+            if (first < rest.size()) {
+                rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + left;
+                rest[first].iov_len -= left;
+            }
+            continue; // the socket may take more at once
         }
-        if (first < rest.size()) {
-            rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + left;
-            rest[first].iov_len -= left;
+        // The send buffer is full: wait for room, a wake-up, or the end of the slice.
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= until) {
+            break;
+        }
+        pollfd fds[2] = {{fd, POLLOUT, 0}, {wakefd_, POLLIN, 0}};
+        const auto left_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now);
+        const timespec ts{static_cast<time_t>(left_ns.count() / 1'000'000'000),
+                          static_cast<long>(left_ns.count() % 1'000'000'000)};
+        const int rc = ::ppoll(fds, 2, &ts, nullptr);
+        if (rc < 0 && errno != EINTR) {
+            error = -errno;
+            break;
+        }
+        if ((fds[1].revents & POLLIN) != 0) {
+            break; // the mailbox has work: wait() consumes the wake-up
         }
     }
-    if (result == 0 || total > 0) {
-        result = static_cast<std::int32_t>(total);
-    }
+    // Bytes sent count even when the socket failed after them; the next send reports the error.
+    const std::int32_t result = (total > 0 || error == 0) ? static_cast<std::int32_t>(total) : error;
     pending_.push_back({owner, op::send, false, result, no_buffer, nullptr});
     return 0;
 }

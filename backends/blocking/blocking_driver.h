@@ -3,9 +3,13 @@
 //
 // wait() is a poll() over the few descriptors of its loop (one connection, or the
 // acceptor's listener) plus the wake-up eventfd, so a parked thread still sees its
-// mailbox and a client hanging up. send() blocks the thread until every byte is
-// written or limits.write_timeout_ms passes (SO_SNDTIMEO). Its traits say
-// connection_per_thread, and the core runs an acceptor and a bounded pool for it.
+// mailbox and a client hanging up. send() blocks the thread while the socket takes
+// the bytes, but reports what it sent (possibly nothing) after at most 250 ms or as
+// soon as wake() is called: the core's write deadline (limits.write_timeout_ms with
+// limits.min_send_rate) bounds the whole response, and a server stop is seen while a
+// client reads slowly. A per-call SO_SNDTIMEO could not do either: a client reading a
+// byte now and then renews it forever. Its traits say connection_per_thread, and the
+// core runs an acceptor and a bounded pool for it.
 #pragma once
 
 #include <cstdint>
@@ -39,14 +43,12 @@ private:
         bool listening = false;
         bool receiving = false;
         bool paused = false;
-        bool blocking = false; // switched to blocking mode with a send timeout
         bool connecting = false;
     };
 
     driver(int wakefd, const driver_options& options);
     entry& find_or_add(int fd, void* owner);
     entry* find(int fd) noexcept;
-    void make_blocking(entry& e) noexcept;
 
     int wakefd_;
     std::uint32_t buffer_bytes_;

@@ -321,7 +321,10 @@ constexpr std::array keys{
     integer_key<&config::limits, &limits_config::idle_timeout_ms>("limits.idle_timeout_ms", 1, max_timeout_ms,
                                                                   "keep-alive wait for the next request"),
     integer_key<&config::limits, &limits_config::write_timeout_ms>(
-        "limits.write_timeout_ms", 1, max_timeout_ms, "time to send a response before closing"),
+        "limits.write_timeout_ms", 1, max_timeout_ms,
+        "time to send what is queued (plus the rate allowance)"),
+    integer_key<&config::limits, &limits_config::min_send_rate>(
+        "limits.min_send_rate", 0, gib, "bytes/s a client must read: extends the write timeout; 0 = none"),
     integer_key<&config::limits, &limits_config::max_connections>("limits.max_connections", 1, 1'000'000,
                                                                   "open connections per server"),
     integer_key<&config::limits, &limits_config::max_keepalive_requests>(

@@ -28,8 +28,9 @@
 //     the core re-arms with recv(). While receiving is paused, a peer hang-up is
 //     still reported, as a recv completion with result 0 or -errno and more == false.
 //  7. send() produces exactly one op::send completion: bytes sent (possibly fewer
-//     than asked) or -errno. The iovec array and the memory it points to must stay
-//     untouched by the core until then. At most one send per fd is outstanding.
+//     than asked, even 0: the core sends the rest and its write deadline decides) or -errno. The iovec array
+//     and the memory it points to must stay untouched by the core until then. At most one send per fd is
+//     outstanding.
 #pragma once
 
 #include <sys/socket.h>
@@ -74,8 +75,10 @@ struct driver_options {
     std::uint32_t recv_buffer_bytes = 16 * 1024; ///< size of one receive buffer
     std::uint32_t recv_buffer_count = 256;       ///< buffers in a loop's pool (rule 5)
     std::uint32_t max_fds = 20'000;              ///< sizing hint for per-fd tables
-    std::uint32_t send_timeout_ms = 30'000;      ///< blocking drivers: give up on a stuck send
-    const logger* log = nullptr;                 ///< for what the driver probed and chose
+    /// Blocking drivers: the longest one send() blocks (capped at 250 ms) before reporting what
+    /// it sent, so the core's write deadline can act; a wake() ends the wait at once.
+    std::uint32_t send_timeout_ms = 30'000;
+    const logger* log = nullptr; ///< for what the driver probed and chose
 };
 
 class driver {

@@ -32,8 +32,13 @@ struct limits_config {
     std::size_t max_body_bytes = std::size_t{1024} * 1024; ///< more → 413
     std::uint32_t header_timeout_ms = 10'000;              ///< first byte to end of head; → 408
     std::uint32_t body_timeout_ms = 30'000;                ///< end of head to end of body; → 408
-    std::uint32_t idle_timeout_ms = 60'000;   ///< keep-alive wait for the next request; → close
-    std::uint32_t write_timeout_ms = 30'000;  ///< a response that cannot be sent in time; → close
+    std::uint32_t idle_timeout_ms = 60'000; ///< keep-alive wait for the next request; → close
+    /// A client that reads nothing this long is closed; so is one that has not read everything
+    /// queued for it this long after it was queued, plus min_send_rate's allowance (README).
+    std::uint32_t write_timeout_ms = 30'000;
+    /// Bytes per second a client must read at the least: each queued byte adds 1/min_send_rate s
+    /// to the write timeout; 0 = none (write_timeout_ms caps the whole send).
+    std::uint32_t min_send_rate = 1024;
     std::uint32_t max_connections = 10'000;   ///< per server; beyond it new connections are closed at once
     std::uint32_t max_keepalive_requests = 0; ///< requests per connection before close; 0 = unlimited
 };

@@ -20,12 +20,6 @@ int sendable_status(int status) noexcept {
     return (status < 100 || status > 599) ? 500 : status;
 }
 
-// RFC 9110 §6.4.1: 1xx, 204 and 304 responses never have content, so they carry neither a
-// body nor (RFC 9110 §8.6) a Content-Length announcing one.
-bool status_has_content(int status) noexcept {
-    return status >= 200 && status != 204 && status != 304;
-}
-
 bool is_http10(const response_framing& f) noexcept {
     return f.version.major == 1 && f.version.minor == 0;
 }
@@ -109,6 +103,12 @@ void append_connection(std::string& out, const response_framing& f) {
 
 } // namespace
 
+// RFC 9110 §6.4.1: 1xx, 204 and 304 responses never have content, so they carry neither a
+// body nor (RFC 9110 §8.6) a Content-Length announcing one.
+bool status_has_content(int status) noexcept {
+    return status >= 200 && status != 204 && status != 304;
+}
+
 std::string_view continue_response() noexcept {
     return "HTTP/1.1 100 Continue\r\n\r\n";
 }
@@ -160,8 +160,10 @@ void serialize_stream_head(const response& res, const response_framing& f, std::
 }
 
 void serialize_chunk(std::string_view data, const response_framing& f, std::string& out) {
-    // An empty chunk would be the last-chunk and end the stream early (RFC 9112 §7.1).
-    if (data.empty() || f.head_request) {
+    // An empty chunk would be the last-chunk and end the stream early (RFC 9112 §7.1). A
+    // message without content ends with its head: any byte after it would be read as the
+    // start of the next response (RFC 9112 §6.3).
+    if (data.empty() || f.head_request || f.no_content) {
         return;
     }
     if (is_http10(f)) {
@@ -178,7 +180,7 @@ void serialize_chunk(std::string_view data, const response_framing& f, std::stri
 }
 
 void serialize_stream_end(const response_framing& f, std::string& out) {
-    if (f.head_request || is_http10(f)) {
+    if (f.head_request || f.no_content || is_http10(f)) {
         return;
     }
     out.append("0\r\n\r\n"); // last-chunk, no trailers, end of chunked-body (RFC 9112 §7.1)

@@ -68,7 +68,6 @@ public:
     /// In phase ready or failed it consumes nothing.
     feed_result feed(std::string_view bytes, request& req);
 
-
     phase current_phase() const noexcept { return phase_; }
 
     /// True once per request when the head asked for "Expect: 100-continue", was accepted, and a
@@ -129,7 +128,13 @@ struct response_framing {
     http_version version{1, 1}; ///< of the request
     bool head_request = false;  ///< HEAD: no body bytes, but the GET headers
     bool keep_alive = true;     ///< the connection stays open after this response
+    /// The status has no content (1xx, 204, 304; RFC 9110 §6.4.1): a stream sends its head
+    /// only, no chunks and no last-chunk, whatever the handler wrote.
+    bool no_content = false;
 };
+
+/// RFC 9110 §6.4.1: false for 1xx, 204 and 304, which end with their head.
+bool status_has_content(int status) noexcept;
 
 /// "HTTP/1.1 100 Continue\r\n\r\n"
 std::string_view continue_response() noexcept;
@@ -141,7 +146,8 @@ void serialize_response(const response& res, const response_framing& f, std::str
                         std::string& out);
 
 /// Streaming: the head with Transfer-Encoding: chunked (HTTP/1.1) or no length (HTTP/1.0, which
-/// then forces keep_alive = false), a chunk, and the end of the stream.
+/// then forces keep_alive = false), a chunk, and the end of the stream. With f.no_content
+/// (204, 304) the head has neither and the chunks and the end write nothing.
 void serialize_stream_head(const response& res, const response_framing& f, std::string_view date,
                            std::string& out);
 void serialize_chunk(std::string_view data, const response_framing& f, std::string& out);

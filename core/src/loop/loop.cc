@@ -86,7 +86,7 @@ void loop::run_tasks(std::vector<loop_port::task>& tasks) {
 
 void loop::call_after(std::chrono::milliseconds delay, std::function<void()> fn) {
     auto* t = new posted_timer(std::move(fn), log_);
-    timers_.arm(*t, now_ + delay);
+    timers_.arm(*t, deadline_after(now_, delay));
 }
 
 void loop::defer(deferred& d) {

@@ -24,6 +24,7 @@
 #include <sluice/executor.h>
 #include <sluice/log.h>
 
+#include "loop/deadline.h"
 #include "loop/loop_port.h"
 #include "loop/timer_heap.h"
 
@@ -80,7 +81,7 @@ public:
 
     clock::time_point now() const noexcept { return now_; }
     void arm(timer& t, clock::time_point when) { timers_.arm(t, when); }
-    void arm_after(timer& t, std::chrono::milliseconds d) { timers_.arm(t, now_ + d); }
+    void arm_after(timer& t, std::chrono::milliseconds d) { timers_.arm(t, deadline_after(now_, d)); }
     void cancel(timer& t) noexcept { timers_.cancel(t); }
     /// A one-shot timer owning its callback (executor::post_after).
     void call_after(std::chrono::milliseconds delay, std::function<void()> fn);

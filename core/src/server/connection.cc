@@ -1,5 +1,6 @@
 #include "server/connection.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <exception>
 
@@ -8,6 +9,7 @@
 #include "exchange/exchange_access.h"
 #include "http/request_builder.h"
 #include "http/response_access.h"
+#include "loop/deadline.h"
 #include "server/loop_context.h"
 #include "server/worker_pool.h"
 
@@ -20,6 +22,9 @@ namespace {
 constexpr std::size_t max_buffered_input = std::size_t{64} * 1024;
 // Queued output past which no further pipelined request is parsed until some is sent.
 constexpr std::size_t max_buffered_output = std::size_t{256} * 1024;
+// The most one send asks for. A send's result is an int32_t (backend.h rule 3), so a larger
+// request could come back as a negative count; the rest goes in the next send (rule 7).
+constexpr std::size_t max_send_bytes = std::size_t{1} << 30;
 
 sluice::request& request_of(exchange& ex) noexcept {
     return exchange_access::request(ex);
@@ -106,6 +111,7 @@ void connection::on_recv(const io::completion& c) noexcept {
             if (!in_) {
                 in_ = lc_.take_buffer();
             }
+            compact_input();
             in_->append(data);
         }
         if (state_ == state::closing) {
@@ -176,7 +182,7 @@ void connection::process_input() noexcept {
         return;
     }
     if (in_ && in_off_ < in_->size()) {
-        in_off_ += static_cast<std::uint32_t>(parse_from(std::string_view(*in_).substr(in_off_)));
+        in_off_ += parse_from(std::string_view(*in_).substr(in_off_));
     }
     if (in_ && in_off_ == in_->size()) {
         in_->clear();
@@ -194,6 +200,18 @@ void connection::process_input() noexcept {
     }
     trim_buffers();
     refresh_deadline();
+}
+
+void connection::compact_input() noexcept {
+    // A client that always keeps a partial request behind whole ones never lets the parsed
+    // prefix reach the end of the buffer: drop it before more is appended, so the buffer holds
+    // at most the unparsed bytes (bounded by max_buffered_input) plus one delivery, however
+    // long the connection lives. The move is of the unparsed bytes only, which the append
+    // could copy anyway when it grows the buffer.
+    if (in_off_ > 0) {
+        in_->erase(0, in_off_);
+        in_off_ = 0;
+    }
 }
 
 void connection::acquire_slot() noexcept {
@@ -290,14 +308,49 @@ void connection::start_send() noexcept {
     }
     std::swap(out_, out_next_);
     out_off_ = 0;
-    iov_ = {out_->data(), out_->size()};
+    if (!send_rest()) {
+        return;
+    }
+    // Two bounds (nginx's send_timeout, plus a cap): write_timeout_ms without any progress, and
+    // the whole of what is queued within write_timeout_ms plus min_send_rate's allowance per
+    // byte, counted from when the connection's output stopped being idle. Progress alone does
+    // not renew the cap, or a client reading a few bytes now and then would hold the
+    // connection forever (slow read). Output queued while sending adds only its allowance.
+    const auto now = lc_.loop.now();
+    const std::chrono::milliseconds timeout(lc_.server.cfg.limits.write_timeout_ms);
+    if (deadline_kind_ != deadline_kind::write) {
+        deadline_kind_ = deadline_kind::write;
+        write_cap_ = deadline_after(now, timeout);
+    }
+    write_cap_ = deadline_after(write_cap_, send_allowance(out_->size()));
+    renew_write_deadline();
+}
+
+void connection::renew_write_deadline() noexcept {
+    const std::chrono::milliseconds timeout(lc_.server.cfg.limits.write_timeout_ms);
+    io_deadline_ = std::min(deadline_after(lc_.loop.now(), timeout), write_cap_);
+    arm_timer();
+}
+
+bool connection::send_rest() noexcept {
+    iov_ = {out_->data() + out_off_, std::min(out_->size() - out_off_, max_send_bytes)};
     sending_ = true;
     if (lc_.loop.driver().send(fd_, &iov_, 1, this) < 0) {
         sending_ = false;
         write_failed();
-        return;
+        return false;
     }
-    set_deadline(deadline_kind::write);
+    return true;
+}
+
+std::chrono::milliseconds connection::send_allowance(std::size_t bytes) const noexcept {
+    const std::uint64_t rate = lc_.server.cfg.limits.min_send_rate;
+    if (rate == 0) {
+        return std::chrono::milliseconds(0);
+    }
+    // bytes / rate seconds, in whole milliseconds (bytes < 2^63 / 1000 on any real buffer).
+    return std::chrono::milliseconds(
+        static_cast<std::int64_t>(bytes / rate * 1000 + bytes % rate * 1000 / rate));
 }
 
 void connection::write_failed() noexcept {
@@ -327,16 +380,11 @@ void connection::on_sent(const io::completion& c) noexcept {
         write_failed();
         return;
     }
-    out_off_ += static_cast<std::uint32_t>(c.result);
+    out_off_ += static_cast<std::size_t>(c.result);
     if (out_off_ < out_->size()) {
-        iov_ = {out_->data() + out_off_, out_->size() - out_off_};
-        sending_ = true;
-        if (lc_.loop.driver().send(fd_, &iov_, 1, this) < 0) {
-            sending_ = false;
-            write_failed();
-            return;
+        if (send_rest() && c.result > 0) {
+            renew_write_deadline(); // progress renews the no-progress bound, never the cap
         }
-        set_deadline(deadline_kind::write); // progress: the write deadline starts again
         return;
     }
     out_->clear();

@@ -22,6 +22,7 @@
 
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +66,9 @@ public:
 
     std::uint32_t slot = 0; ///< index in loop_context::connections()
 
+    /// Memory held for received input (the buffer's capacity), for tests and statistics.
+    std::size_t input_bytes_held() const noexcept { return in_ ? in_->capacity() : 0; }
+
 private:
     enum class state : std::uint8_t { reading, dispatching, suspended, closing };
     enum class deadline_kind : std::uint8_t { none, first_request, idle, head, body, write };
@@ -76,6 +80,7 @@ private:
     void on_recv(const io::completion& c) noexcept;
     void process_input() noexcept;
     std::size_t parse_from(std::string_view data) noexcept;
+    void compact_input() noexcept;
     void acquire_slot() noexcept;
     void on_request_ready() noexcept;
     void peer_gone(exchange_errc why) noexcept;
@@ -88,6 +93,7 @@ private:
     void suspend() noexcept;
     void leave_suspended() noexcept;
     void handle_signal() noexcept;
+    void adopt_handed(response&& handed) noexcept; // what complete(r) handed over
     void finish_exchange(std::error_code outcome) noexcept;
     void abort_exchange(exchange_errc why) noexcept;
     void release_exchange(std::error_code outcome) noexcept;
@@ -96,11 +102,16 @@ private:
     bool has_pipelined_input() const noexcept;
     void queue_error(int status, std::string_view reason) noexcept;
     void queue_stream_part() noexcept;
+    void refuse_interim_status() noexcept;
+    http::response_framing stream_framing() noexcept;
     std::string& output() noexcept;
 
     // Output.
     void schedule_flush() noexcept;
     void start_send() noexcept;
+    bool send_rest() noexcept; // sends out_ from out_off_; false: failed (write_failed ran)
+    std::chrono::milliseconds send_allowance(std::size_t bytes) const noexcept;
+    void renew_write_deadline() noexcept;
     void on_sent(const io::completion& c) noexcept;
     void write_failed() noexcept;
     bool output_idle() const noexcept { return !sending_ && (!out_next_ || out_next_->empty()); }
@@ -124,13 +135,14 @@ private:
     buffer in_;                          // received, not parsed yet (pipelined or awaiting a busy exchange)
     buffer out_;                         // being sent (frozen while sending_)
     buffer out_next_;                    // queued behind out_
-    std::uint32_t in_off_ = 0;           // parsed prefix of in_
-    std::uint32_t out_off_ = 0;          // sent prefix of out_
+    std::size_t in_off_ = 0;             // parsed prefix of in_ (dropped before more is appended)
+    std::size_t out_off_ = 0;            // sent prefix of out_ (size_t: a response may pass 4 GiB)
     std::size_t parse_rest_ = 0;         // while a request parsed from a buffer runs: bytes after it
     iovec iov_{};
     timer timer_;
     clock::time_point io_deadline_{};
     clock::time_point async_deadline_{};
+    clock::time_point write_cap_{}; // while sending: by when all queued output must be out
     std::string peer_;
     std::uint64_t generation_ = 0;
     std::uint32_t served_ = 0;
@@ -146,8 +158,9 @@ private:
     bool in_process_input_ = false;
     bool shutting_down_ = false;
     bool drain_expired_ = false;
-    bool stream_keep_alive_ = true; // a streaming response fixed its framing when its head went out
-    bool handler_threw_ = false;    // written by the handler's thread, read after it returned
+    bool stream_keep_alive_ = true;  // a streaming response fixed its framing when its head went out
+    bool stream_no_content_ = false; // ... and whether it carries a body at all (204, 304)
+    bool handler_threw_ = false;     // written by the handler's thread, read after it returned
 };
 
 } // namespace sluice::detail

@@ -1,5 +1,6 @@
 // A connection's deadlines: one timer serves the I/O deadline (first request, idle, head,
 // body, write) and the async timeout; it is armed at the earlier of the two and moved lazily.
+#include "loop/deadline.h"
 #include "server/connection.h"
 #include "server/loop_context.h"
 
@@ -61,7 +62,8 @@ void connection::set_deadline(deadline_kind kind) noexcept {
         break;
     }
     deadline_kind_ = kind;
-    io_deadline_ = ms == 0 ? clock::time_point{} : lc_.loop.now() + std::chrono::milliseconds(ms);
+    io_deadline_ =
+        ms == 0 ? clock::time_point{} : deadline_after(lc_.loop.now(), std::chrono::milliseconds(ms));
     arm_timer();
 }
 
@@ -105,9 +107,12 @@ void connection::on_deadline() noexcept {
     switch (kind) {
     case deadline_kind::head:
     case deadline_kind::body:
-        if (state_ == state::reading && output_idle() && work_) {
+        if (state_ == state::reading && work_) {
+            // The documented 408 goes out after whatever is already queued (responses to
+            // earlier pipelined requests keep their order); queue_error closes after the flush,
+            // which the write deadline bounds.
             work_->session.fail(408, "the request was not received in time");
-            queue_error(408, work_ ? work_->session.error_reason() : "request timeout");
+            queue_error(408, work_->session.error_reason());
             return;
         }
         close_now();

@@ -1,11 +1,13 @@
 // The exchange half of a connection: dispatching the handler, the async signals and
 // timeout, and queueing the response (the lifecycle diagram is in connection.h).
 #include <exception>
+#include <new>
 
 #include <sluice/error.h>
 
 #include "exchange/exchange_access.h"
 #include "http/response_access.h"
+#include "loop/deadline.h"
 #include "server/connection.h"
 #include "server/loop_context.h"
 #include "server/worker_pool.h"
@@ -105,7 +107,7 @@ bool connection::after_handler() noexcept {
     case async_state::after_dispatch::complete: {
         std::optional<response> handed;
         if (st->take_completion(handed) && handed) {
-            ex().response() = std::move(*handed);
+            adopt_handed(std::move(*handed));
         }
         finish_exchange({});
         return false;
@@ -120,7 +122,7 @@ void connection::suspend() noexcept {
     state_ = state::suspended;
     lc_.counters.add(lc_.counters.suspended, 1);
     const auto timeout = exchange_access::state(ex())->timeout();
-    async_deadline_ = timeout.count() > 0 ? lc_.loop.now() + timeout : clock::time_point{};
+    async_deadline_ = timeout.count() > 0 ? deadline_after(lc_.loop.now(), timeout) : clock::time_point{};
     arm_timer();
     if (ex().response().is_streaming()) {
         queue_stream_part();
@@ -155,14 +157,8 @@ void connection::handle_signal() noexcept {
             return;
         }
         leave_suspended();
-        auto& res = ex().response();
         if (handed) {
-            if (response_access::is_head_sent(res)) {
-                // The stream's head is out: the handed response can only add its body.
-                res.write(handed->body());
-            } else {
-                res = std::move(*handed);
-            }
+            adopt_handed(std::move(*handed));
         }
         finish_exchange({});
         return;
@@ -178,12 +174,27 @@ void connection::handle_signal() noexcept {
     }
 }
 
+void connection::adopt_handed(response&& handed) noexcept {
+    auto& res = ex().response();
+    if (!response_access::is_head_sent(res)) {
+        res = std::move(handed);
+        return;
+    }
+    // The stream's head is out (sent when an earlier dispatch suspended): a second status line
+    // would land inside the chunked body, so the handed response can only add its body.
+    try {
+        res.write(handed.body());
+    } catch (const std::bad_alloc&) {
+        close_after_flush_ = true; // out of memory: the handed body is lost; do not reuse the connection
+    }
+}
+
 void connection::on_async_timeout_changed(std::uint64_t generation) noexcept {
     if (state_ != state::suspended || !work_ || generation != generation_) {
         return;
     }
     const auto timeout = exchange_access::state(ex())->timeout();
-    async_deadline_ = timeout.count() > 0 ? lc_.loop.now() + timeout : clock::time_point{};
+    async_deadline_ = timeout.count() > 0 ? deadline_after(lc_.loop.now(), timeout) : clock::time_point{};
     if (async_deadline_ != clock::time_point{}) {
         // A later deadline is found when the armed timer fires early; an earlier one re-arms now.
         if (!timer_.armed() || timer_.when > async_deadline_) {
@@ -251,10 +262,46 @@ bool connection::has_pipelined_input() const noexcept {
     return in_ && in_off_ < in_->size(); // e.g. received while a worker or async exchange ran
 }
 
+void connection::refuse_interim_status() noexcept {
+    auto& res = ex().response();
+    const int status = res.status();
+    if (status < 100 || status >= 200) {
+        return;
+    }
+    // A 1xx is interim (RFC 9110 §15.2): the client would take it as a preface and wait for
+    // the final response, and the next response would answer the wrong request. 101 would
+    // announce a protocol switch that never happens (Upgrade is ignored, server_session.cc).
+    // The server sends its own 100 Continue; a handler's 1xx is a programming error.
+    lc_.server.log.error("handler for {} {} set status {}, which is not a final status: sending 500",
+                         request_of(ex()).method(), request_of(ex()).path(), status);
+    if (res.is_streaming()) {
+        res.status(500); // the head is not out yet; what was written stays the body
+        return;
+    }
+    res.clear();
+    res.status(500);
+    try {
+        res.text("Internal Server Error\n");
+    } catch (const std::bad_alloc&) {
+    }
+}
+
+http::response_framing connection::stream_framing() noexcept {
+    const auto& req = request_of(ex());
+    http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+    f.no_content = stream_no_content_;
+    return f;
+}
+
 void connection::queue_stream_part() noexcept {
     auto& res = ex().response();
     const auto& req = request_of(ex());
-    http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+    if (!response_access::is_head_sent(res)) {
+        refuse_interim_status();
+        // Fixed with the head: a status changed later cannot change the framing.
+        stream_no_content_ = !http::status_has_content(res.status());
+    }
+    http::response_framing f = stream_framing();
     try {
         std::string& out = output();
         if (!response_access::is_head_sent(res)) {
@@ -265,9 +312,7 @@ void connection::queue_stream_part() noexcept {
             response_access::mark_head_sent(res);
         }
         if (const std::string_view part = response_access::pending(res); !part.empty()) {
-            if (!f.head_request) {
-                http::serialize_chunk(part, f, out);
-            }
+            http::serialize_chunk(part, f, out); // nothing for HEAD or a status without content
             response_access::clear_pending(res);
         }
     } catch (const std::bad_alloc&) {
@@ -285,17 +330,18 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
         if (res.is_streaming()) {
             const bool head_was_out = response_access::is_head_sent(res);
             queue_stream_part();
-            http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+            const http::response_framing f = stream_framing();
             if (head_was_out && outcome) {
                 // A stream cut short (timeout, a throwing handler): no terminating chunk, so the
                 // client sees an incomplete message rather than a whole, truncated body
                 // (RFC 9112 §8: incomplete messages are detectable by their framing).
                 close_after_flush_ = true;
-            } else if (!f.head_request) {
-                http::serialize_stream_end(f, out);
+            } else {
+                http::serialize_stream_end(f, out); // nothing for HEAD or a status without content
             }
             keep_alive = stream_keep_alive_ && !close_after_flush_;
         } else {
+            refuse_interim_status();
             keep_alive = decide_keep_alive();
             http::response_framing f{req.version(), req.method() == "HEAD", keep_alive};
             http::serialize_response(res, f, lc_.date(), out);

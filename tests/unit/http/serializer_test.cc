@@ -254,6 +254,25 @@ TEST(SerializerStream, NoChunkedFramingForAStatusWithoutContent) {
     EXPECT_EQ(out.find("Transfer-Encoding"), std::string::npos);
 }
 
+TEST(SerializerStream, AStatusWithoutContentGetsNoChunksAndNoLastChunk) {
+    // RFC 9110 §6.4.1: the message ends with its head; chunk framing after it would be read
+    // as the start of the next response (RFC 9112 §6.3 rule 1).
+    for (const int status : {204, 304}) {
+        for (response_framing f : {http11, http10}) {
+            f.no_content = true;
+            std::string out;
+            serialize_stream_head(response{status}, f, date, out);
+            const std::size_t head_size = out.size();
+            serialize_chunk("data", f, out);
+            serialize_stream_end(f, out);
+            EXPECT_EQ(out.size(), head_size) << status << ": " << out;
+            const auto client = parse_as_client(out, false);
+            EXPECT_TRUE(client.complete) << status;
+            EXPECT_EQ(client.consumed, out.size()) << status;
+        }
+    }
+}
+
 // --- errors and 100 Continue ---
 
 TEST(SerializerError, WritesAClosingTextResponse) {

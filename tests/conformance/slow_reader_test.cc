@@ -1,0 +1,128 @@
+// limits.write_timeout_ms bounds the time to send a response, not each send call: a client
+// that keeps reading a few bytes now and then (slow read, "slowhttptest -X") is cut off
+// within the timeout (plus limits.min_send_rate's allowance) on every backend × dispatch
+// mode, and a server stop does not wait for it. And a head timeout that fires with responses
+// still queued sends them, then the documented 408.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include <sluice/exchange.h>
+
+#include "support/backend_matrix.h"
+#include "support/test_client.h"
+
+namespace sluice::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+class slow_reader_test : public backend_test {
+protected:
+    void SetUp() override {
+        backend_test::SetUp();
+        if (IsSkipped()) {
+            return;
+        }
+        srv().route("GET", "/huge", [](exchange& ex) { ex.response().text(std::string(32u << 20, 'h')); });
+    }
+
+    /// Reads up to 64 KiB every 20 ms (about 3 MB/s: the 32 MiB response lasts ~10 s) until
+    /// `until` says stop or `bound` passes; returns how long it read. The reads keep freeing
+    /// enough of the server's send buffer for a send to make progress now and then, so a write
+    /// deadline re-armed on every partial send never fires.
+    template <class Pred>
+    milliseconds read_slowly(test_client& c, Pred until, milliseconds bound) {
+        const auto start = test_clock::now();
+        std::string buf(64 * 1024, '\0');
+        while (!until() && test_clock::now() - start < bound) {
+            (void)::recv(c.fd(), buf.data(), buf.size(), MSG_DONTWAIT);
+            std::this_thread::sleep_for(milliseconds(20));
+        }
+        return std::chrono::duration_cast<milliseconds>(test_clock::now() - start);
+    }
+};
+
+TEST_P(slow_reader_test, a_client_reading_slowly_is_cut_off_after_the_write_timeout) {
+    // At ~3 MB/s a send makes progress every few hundred ms, well within the timeout each time.
+    srv().config().limits.write_timeout_ms = 2000;
+    srv().config().limits.min_send_rate = 0; // no allowance per byte: the timeout is the cap
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/huge"))) << c.error();
+    ASSERT_TRUE(wait_until([&] { return srv().stats().requests == 1; }));
+    const auto took = read_slowly(
+        c, [&] { return srv().stats().connections_open == 0; }, milliseconds(8000));
+    EXPECT_EQ(srv().stats().connections_open, 0u)
+        << "a slow reader held the connection for " << took.count() << " ms with write_timeout_ms = 2000";
+    EXPECT_LT(took, milliseconds(2000 + 2000));
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+}
+
+TEST_P(slow_reader_test, min_send_rate_extends_the_budget_by_the_size_of_the_response) {
+    // 32 MiB at 16 MiB/s: 2 s of allowance on top of the 1 s; the slow reader (~3 MB/s) is cut
+    // off after that, not before.
+    srv().config().limits.write_timeout_ms = 1000;
+    srv().config().limits.min_send_rate = 16u << 20;
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/huge"))) << c.error();
+    ASSERT_TRUE(wait_until([&] { return srv().stats().requests == 1; }));
+    const auto took = read_slowly(
+        c, [&] { return srv().stats().connections_open == 0; }, milliseconds(9000));
+    EXPECT_EQ(srv().stats().connections_open, 0u);
+    EXPECT_GE(took, milliseconds(2500));
+    EXPECT_LT(took, milliseconds(3000 + 2000));
+}
+
+TEST_P(slow_reader_test, server_stop_does_not_wait_for_a_slow_reader) {
+    srv().config().limits.write_timeout_ms = 60'000;
+    srv().config().shutdown_timeout_ms = 100;
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/huge"))) << c.error();
+    ASSERT_TRUE(wait_until([&] { return srv().stats().requests == 1; }));
+    read_slowly(
+        c, [] { return false; }, milliseconds(300));
+    std::atomic<bool> stopped{false};
+    bg_.run([&] {
+        srv().stop();
+        stopped = true;
+    });
+    const auto took = read_slowly(
+        c, [&] { return stopped.load(); }, milliseconds(10000));
+    EXPECT_TRUE(stopped.load()) << "stop still waits for the slow reader after " << took.count() << " ms";
+    // The drain (100 ms), then a second for what is left, then closing.
+    EXPECT_LT(took, milliseconds(100 + 1000 + 2000));
+    bg_.join();
+}
+
+TEST_P(slow_reader_test, head_timeout_with_a_response_still_queued_sends_it_then_408) {
+    srv().config().limits.header_timeout_ms = 20;
+    srv().route("GET", "/slow", [](exchange& ex) {
+        std::this_thread::sleep_for(milliseconds(60)); // longer than the head timeout
+        ex.response().text("slow");
+    });
+    srv().start();
+    test_client c(srv().port());
+    // The first request whole, the second's head begun: its head deadline runs out while the
+    // first response may still be queued.
+    ASSERT_TRUE(c.send(get_request("/slow") + "GET /slow HTTP/1.1\r\nHo")) << c.error();
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, "slow");
+    auto t = c.read_response();
+    ASSERT_TRUE(t) << c.error();
+    EXPECT_EQ(t->status, 408);
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+}
+
+SLUICE_BACKEND_SUITE(slow_reader_test);
+
+} // namespace
+} // namespace sluice::test
