@@ -10,6 +10,9 @@
 // - complete(response) hands a whole response over; complete() sends what the
 //   handler left in exchange::response(). resume() runs the handler again
 //   (is_resumed() == true), where it may touch the response.
+// - A complete() or resume() that returned true decides the outcome: a handler that
+//   throws after it (or after another thread's accepted call) has its exception
+//   logged, and nothing else changes — no on_error, no 500.
 // - Listeners run on the exchange's I/O loop thread. on_timeout listeners run first
 //   when the timeout fires and may complete or resume; if none does, the exchange
 //   ends with the timeout status (503 unless set_timeout_status chose another).

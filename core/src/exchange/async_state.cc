@@ -180,6 +180,23 @@ async_state::after_dispatch async_state::handler_returned() noexcept {
     }
 }
 
+async_state::after_dispatch async_state::handler_threw() noexcept {
+    std::lock_guard lock(mu_);
+    switch (phase_) {
+    case async_phase::started_complete:
+        return after_dispatch::complete;
+    case async_phase::started_resume:
+        return after_dispatch::resume;
+    case async_phase::done:
+        return after_dispatch::finish;
+    default:
+        // In the same critical section as the check: a complete() from another thread either
+        // came first (and wins above) or finds the exchange done.
+        set_phase(async_phase::done);
+        return after_dispatch::fail;
+    }
+}
+
 async_phase async_state::phase() const noexcept {
     std::lock_guard lock(mu_);
     return phase_;

@@ -29,7 +29,9 @@
 //                                    v
 //                 [done] (timeout status: 503, or the route's choice)
 //
-// Exactly one of complete / timeout / error reaches [done]; a later call returns false.
+// Exactly one of complete / timeout / error reaches [done]; a later call returns false. A
+// handler that throws after its complete() or resume() was accepted changes nothing: the
+// accepted call already won (the exception is only logged).
 // on_complete runs exactly once, when the exchange is released (done or not: a
 // completing exchange whose connection died still reports, with the error).
 #pragma once
@@ -106,8 +108,13 @@ public:
     /// start_async() in the running handler. False if already done.
     bool start(std::chrono::milliseconds timeout) noexcept;
     /// The handler returned: what to do now.
-    enum class after_dispatch { finish, suspend, complete, resume };
+    enum class after_dispatch { finish, suspend, complete, resume, fail };
     after_dispatch handler_returned() noexcept;
+    /// The handler threw. A complete() or resume() accepted before (or meanwhile, from another
+    /// thread) already won the one terminal transition: returns complete or resume and leaves
+    /// the phase for handler_returned() to apply. Otherwise the exchange fails here: returns
+    /// fail (now done; on_error is due) or finish (it had already ended).
+    after_dispatch handler_threw() noexcept;
     /// Loop-side reading of a signal posted by a foreign thread: completing or resuming.
     async_phase phase() const noexcept;
     /// completing -> done (the response goes out); `handed` receives the response passed to

@@ -71,17 +71,22 @@ void connection::run_handler() noexcept {
 bool connection::after_handler() noexcept {
     async_state* st = exchange_access::state(ex());
     if (handler_threw_) {
-        if (st != nullptr && st->fail()) {
-            fire(async_event_kind::error, exchange_errc::handler_threw);
+        // A complete() or resume() accepted before the throw owns the outcome (it returned true
+        // to its caller): the exception was logged and changes nothing (issue 6, defect 6).
+        const auto next = st != nullptr ? st->handler_threw() : async_state::after_dispatch::finish;
+        if (next != async_state::after_dispatch::complete && next != async_state::after_dispatch::resume) {
+            if (next == async_state::after_dispatch::fail) {
+                fire(async_event_kind::error, exchange_errc::handler_threw);
+            }
+            auto& res = ex().response();
+            if (!response_access::is_head_sent(res)) {
+                res.clear();
+                res.status(500).text("Internal Server Error\n");
+            }
+            close_after_flush_ = close_after_flush_ || response_access::is_head_sent(res);
+            finish_exchange(exchange_errc::handler_threw);
+            return false;
         }
-        auto& res = ex().response();
-        if (!response_access::is_head_sent(res)) {
-            res.clear();
-            res.status(500).text("Internal Server Error\n");
-        }
-        close_after_flush_ = close_after_flush_ || response_access::is_head_sent(res);
-        finish_exchange(exchange_errc::handler_threw);
-        return false;
     }
     if (pending_error_ != exchange_errc{}) {
         // The client left while a worker ran the handler.
@@ -97,6 +102,7 @@ bool connection::after_handler() noexcept {
     }
     switch (st->handler_returned()) {
     case async_state::after_dispatch::finish:
+    case async_state::after_dispatch::fail:
         finish_exchange({});
         return false;
     case async_state::after_dispatch::suspend:

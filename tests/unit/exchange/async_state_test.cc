@@ -98,6 +98,30 @@ TEST_F(fixture, timeout_listeners_may_complete_and_then_the_timeout_does_not_end
     EXPECT_EQ(handed->status(), 504);
 }
 
+TEST_F(fixture, a_throw_after_an_accepted_complete_or_resume_changes_nothing) {
+    async_context done_first(make());
+    async_state* a = done_first.state();
+    a->start(milliseconds(100));
+    EXPECT_TRUE(done_first.complete(response(201)));
+    EXPECT_EQ(a->handler_threw(), async_state::after_dispatch::complete);
+    EXPECT_EQ(a->handler_returned(), async_state::after_dispatch::complete);
+
+    async_context resumed(make());
+    async_state* b = resumed.state();
+    b->start(milliseconds(100));
+    EXPECT_TRUE(resumed.resume());
+    EXPECT_EQ(b->handler_threw(), async_state::after_dispatch::resume);
+    EXPECT_EQ(b->handler_returned(), async_state::after_dispatch::resume);
+
+    async_context nothing(make());
+    async_state* c = nothing.state();
+    c->start(milliseconds(100));
+    EXPECT_EQ(c->handler_threw(), async_state::after_dispatch::fail);
+    EXPECT_TRUE(nothing.is_done());
+    EXPECT_FALSE(nothing.complete(response(200))) << "the throw ended it";
+    EXPECT_EQ(c->handler_threw(), async_state::after_dispatch::finish) << "already ended";
+}
+
 TEST_F(fixture, set_timeout_status_accepts_only_5xx) {
     async_context ctx(make());
     EXPECT_FALSE(ctx.set_timeout_status(200));
