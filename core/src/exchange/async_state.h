@@ -24,9 +24,10 @@
 //                              timeout   |  | client gone / write failed / shutdown
 //                                        v  +-------------------------------------------> [done]
 //                                  [timing_out]  on_timeout listeners run;                on_error,
-//                                    |   |       they may complete() or resume()          on_complete
-//                   nobody completed |   +--> [completing] / [resuming]
-//                                    v
+//                                    |   |   |   they may complete() or resume()          on_complete
+//                   nobody completed |   |   +--> [completing] / [resuming]
+//                                    |   +------> [suspended] again, if set_timeout() was called
+//                                    v            meanwhile and nobody completed or resumed
 //                 [done] (timeout status: 503, or the route's choice)
 //
 // Exactly one of complete / timeout / error reaches [done]; a later call returns false. A
@@ -124,8 +125,11 @@ public:
     bool begin_resume() noexcept;
     /// suspended -> timing_out; false if something else won.
     bool begin_timeout() noexcept;
-    /// timing_out -> done; false if a listener completed or resumed.
-    bool finish_timeout() noexcept;
+    /// After the on_timeout listeners ran: expired (timing_out -> done), rearmed (set_timeout()
+    /// was called meanwhile: back to suspended, with state.timeout()) or taken (a listener or
+    /// another thread completed or resumed; its signal decides).
+    enum class timeout_outcome { expired, rearmed, taken };
+    timeout_outcome finish_timeout() noexcept;
     /// Any non-terminal phase -> done with an error; false if already done or completing
     /// (then the completion owns the outcome).
     bool fail() noexcept;
@@ -151,6 +155,7 @@ private:
     std::atomic<bool> done_{false};
     async_phase phase_ = async_phase::idle;
     bool on_complete_fired_ = false;
+    bool rearmed_ = false; // set_timeout() while timing_out: the timeout starts again
     int timeout_status_ = 503;
     std::chrono::milliseconds timeout_{0};
     std::optional<response> handed_;

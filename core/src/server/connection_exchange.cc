@@ -188,6 +188,10 @@ void connection::on_async_timeout_changed(std::uint64_t generation) noexcept {
     if (state_ != state::suspended || !work_ || generation != generation_) {
         return;
     }
+    rearm_async_timeout();
+}
+
+void connection::rearm_async_timeout() noexcept {
     const auto timeout = exchange_access::state(ex())->timeout();
     async_deadline_ = timeout.count() > 0 ? lc_.loop.now() + timeout : clock::time_point{};
     if (async_deadline_ != clock::time_point{}) {
@@ -210,9 +214,15 @@ void connection::on_async_timeout() noexcept {
     if (state_ != state::suspended) {
         return; // a listener stopped the server or the connection
     }
-    if (!st->finish_timeout()) {
+    switch (st->finish_timeout()) {
+    case async_state::timeout_outcome::taken:
         handle_signal(); // a listener completed or resumed
         return;
+    case async_state::timeout_outcome::rearmed:
+        rearm_async_timeout(); // a listener extended the exchange: it stays suspended
+        return;
+    case async_state::timeout_outcome::expired:
+        break;
     }
     leave_suspended();
     auto& res = ex().response();
