@@ -61,8 +61,11 @@ void delay_pool::loop(lane& l) {
             continue;
         }
         // The queue's top is the earliest task; a stopping pool still runs it, at once.
-        if (!l.stopping && test_clock::now() < l.queue.top().due) {
-            l.cv.wait_until(lock, l.queue.top().due);
+        // A copy: wait_until reads the time point while the lock is released, and a push may
+        // move the queue's elements meanwhile.
+        const test_clock::time_point due = l.queue.top().due;
+        if (!l.stopping && test_clock::now() < due) {
+            l.cv.wait_until(lock, due);
             continue;
         }
         std::function<void()> fn = std::move(const_cast<task&>(l.queue.top()).fn);
