@@ -135,6 +135,19 @@ void driver::pause_recv(int fd, void* owner) noexcept {
         pending_.push_back({owner, op::recv, false, -ECANCELED, no_buffer, nullptr});
     } catch (const std::bad_alloc&) {
     }
+    if (s->hung_up) {
+        // The FIN came with bytes read before this pause: its EPOLLRDHUP edge is spent and no new
+        // edge will come, so the ready list reports the hang-up (rule 6; issue 6, defect 7).
+        mark_ready(fd, *s);
+    }
+}
+
+void driver::report_hang_up(int fd, slot& s, std::vector<completion>& out) noexcept {
+    s.paused = false;
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    out.push_back({s.owner, op::recv, false, -err, no_buffer, nullptr});
 }
 
 void driver::mark_ready(int fd, slot& s) noexcept {
@@ -248,7 +261,8 @@ int driver::wait(std::chrono::nanoseconds timeout, std::vector<completion>& out)
         for (int i = 0; i < n; ++i) {
             on_event(events_[static_cast<std::size_t>(i)], out);
         }
-        // Sockets known to hold unread bytes (or a FIN behind data), one read each.
+        // Sockets known to hold unread bytes (or a FIN behind data), one read each; a paused one
+        // whose FIN was seen gets its hang-up reported instead.
         ready_now_.swap(ready_);
         for (std::uint64_t k : ready_now_) {
             const int fd = static_cast<int>(k & 0xffffffffu);
@@ -259,6 +273,8 @@ int driver::wait(std::chrono::nanoseconds timeout, std::vector<completion>& out)
             s.in_ready = false;
             if (s.receiving) {
                 read_once(fd, s, out);
+            } else if (s.paused && s.hung_up) {
+                report_hang_up(fd, s, out);
             }
         }
         ready_now_.clear();
@@ -306,12 +322,7 @@ void driver::on_event(const epoll_event& ev, std::vector<completion>& out) noexc
         if (s.receiving) {
             read_once(fd, s, out);
         } else if (s.paused && s.hung_up) {
-            // Rule 6: a paused receiver still hears about the peer leaving.
-            s.paused = false;
-            int err = 0;
-            socklen_t len = sizeof err;
-            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            out.push_back({s.owner, op::recv, false, -err, no_buffer, nullptr});
+            report_hang_up(fd, s, out); // rule 6: a paused receiver still hears the peer leave
         }
     }
 }

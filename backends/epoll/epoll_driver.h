@@ -51,7 +51,7 @@ private:
         bool receiving = false;
         bool paused = false;
         bool maybe_readable = false; // unread data may wait (no edge will tell us)
-        bool hung_up = false;        // the peer's FIN or an error was seen
+        bool hung_up = false;        // the peer's FIN or an error was seen (its edge never repeats)
         bool in_ready = false;
         bool connecting = false;
     };
@@ -64,6 +64,8 @@ private:
     void read_once(int fd, slot& s, std::vector<completion>& out) noexcept;
     void try_send(int fd, slot& s, std::vector<completion>& out) noexcept;
     void mark_ready(int fd, slot& s) noexcept;
+    /// Rule 6 of backend.h: the peer left while receiving was paused.
+    void report_hang_up(int fd, slot& s, std::vector<completion>& out) noexcept;
 
     int epfd_;
     int wakefd_;

@@ -10,9 +10,15 @@
 // - complete(response) hands a whole response over; complete() sends what the
 //   handler left in exchange::response(). resume() runs the handler again
 //   (is_resumed() == true), where it may touch the response.
+// - A complete() or resume() that returned true decides the outcome: a handler that
+//   throws after it (or after another thread's accepted call) has its exception
+//   logged, and nothing else changes — no on_error, no 500.
 // - Listeners run on the exchange's I/O loop thread. on_timeout listeners run first
 //   when the timeout fires and may complete or resume; if none does, the exchange
 //   ends with the timeout status (503 unless set_timeout_status chose another).
+//   set_timeout() while they run (Servlet's setTimeout in onTimeout) re-arms instead:
+//   unless a listener completes or resumes, the exchange stays suspended with the
+//   new timeout (0: none), and the listeners run again when it fires.
 //   on_error runs when the client disconnects, a write fails or the server stops.
 //   on_complete runs exactly once, last, whatever the outcome.
 // - A handle holds a reference to a small control block, never to the exchange, so a
@@ -57,7 +63,8 @@ public:
     bool complete(response r) noexcept;
     /// Runs the handler again on the exchange (is_resumed() == true there).
     bool resume() noexcept;
-    /// Restarts the timeout clock with a new duration; 0 means no timeout.
+    /// Restarts the timeout clock with a new duration; 0 means no timeout. From an on_timeout
+    /// listener it extends the exchange (see above).
     bool set_timeout(std::chrono::milliseconds timeout) noexcept;
     /// The status sent when the timeout ends the exchange: 503 by default, any 5xx allowed.
     bool set_timeout_status(int status) noexcept;

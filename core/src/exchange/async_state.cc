@@ -96,6 +96,9 @@ bool async_state::set_timeout(std::chrono::milliseconds t) noexcept {
         return false;
     }
     timeout_ = t;
+    // Servlet lets onTimeout extend the exchange with setTimeout; so do we: while the on_timeout
+    // listeners run, a new timeout re-arms unless one of them completes or resumes.
+    rearmed_ = rearmed_ || phase_ == async_phase::timing_out;
     const bool armed = phase_ == async_phase::suspended;
     lock.unlock();
     // While the handler runs, the timer is armed when it returns, with the new value.
@@ -180,6 +183,23 @@ async_state::after_dispatch async_state::handler_returned() noexcept {
     }
 }
 
+async_state::after_dispatch async_state::handler_threw() noexcept {
+    std::lock_guard lock(mu_);
+    switch (phase_) {
+    case async_phase::started_complete:
+        return after_dispatch::complete;
+    case async_phase::started_resume:
+        return after_dispatch::resume;
+    case async_phase::done:
+        return after_dispatch::finish;
+    default:
+        // In the same critical section as the check: a complete() from another thread either
+        // came first (and wins above) or finds the exchange done.
+        set_phase(async_phase::done);
+        return after_dispatch::fail;
+    }
+}
+
 async_phase async_state::phase() const noexcept {
     std::lock_guard lock(mu_);
     return phase_;
@@ -211,16 +231,22 @@ bool async_state::begin_timeout() noexcept {
         return false;
     }
     set_phase(async_phase::timing_out);
+    rearmed_ = false;
     return true;
 }
 
-bool async_state::finish_timeout() noexcept {
+async_state::timeout_outcome async_state::finish_timeout() noexcept {
     std::lock_guard lock(mu_);
     if (phase_ != async_phase::timing_out) {
-        return false;
+        return timeout_outcome::taken;
+    }
+    if (rearmed_) {
+        rearmed_ = false;
+        set_phase(async_phase::suspended);
+        return timeout_outcome::rearmed;
     }
     set_phase(async_phase::done);
-    return true;
+    return timeout_outcome::expired;
 }
 
 bool async_state::fail() noexcept {

@@ -24,12 +24,15 @@
 //                              timeout   |  | client gone / write failed / shutdown
 //                                        v  +-------------------------------------------> [done]
 //                                  [timing_out]  on_timeout listeners run;                on_error,
-//                                    |   |       they may complete() or resume()          on_complete
-//                   nobody completed |   +--> [completing] / [resuming]
-//                                    v
+//                                    |   |   |   they may complete() or resume()          on_complete
+//                   nobody completed |   |   +--> [completing] / [resuming]
+//                                    |   +------> [suspended] again, if set_timeout() was called
+//                                    v            meanwhile and nobody completed or resumed
 //                 [done] (timeout status: 503, or the route's choice)
 //
-// Exactly one of complete / timeout / error reaches [done]; a later call returns false.
+// Exactly one of complete / timeout / error reaches [done]; a later call returns false. A
+// handler that throws after its complete() or resume() was accepted changes nothing: the
+// accepted call already won (the exception is only logged).
 // on_complete runs exactly once, when the exchange is released (done or not: a
 // completing exchange whose connection died still reports, with the error).
 #pragma once
@@ -106,8 +109,13 @@ public:
     /// start_async() in the running handler. False if already done.
     bool start(std::chrono::milliseconds timeout) noexcept;
     /// The handler returned: what to do now.
-    enum class after_dispatch { finish, suspend, complete, resume };
+    enum class after_dispatch { finish, suspend, complete, resume, fail };
     after_dispatch handler_returned() noexcept;
+    /// The handler threw. A complete() or resume() accepted before (or meanwhile, from another
+    /// thread) already won the one terminal transition: returns complete or resume and leaves
+    /// the phase for handler_returned() to apply. Otherwise the exchange fails here: returns
+    /// fail (now done; on_error is due) or finish (it had already ended).
+    after_dispatch handler_threw() noexcept;
     /// Loop-side reading of a signal posted by a foreign thread: completing or resuming.
     async_phase phase() const noexcept;
     /// completing -> done (the response goes out); `handed` receives the response passed to
@@ -117,8 +125,11 @@ public:
     bool begin_resume() noexcept;
     /// suspended -> timing_out; false if something else won.
     bool begin_timeout() noexcept;
-    /// timing_out -> done; false if a listener completed or resumed.
-    bool finish_timeout() noexcept;
+    /// After the on_timeout listeners ran: expired (timing_out -> done), rearmed (set_timeout()
+    /// was called meanwhile: back to suspended, with state.timeout()) or taken (a listener or
+    /// another thread completed or resumed; its signal decides).
+    enum class timeout_outcome { expired, rearmed, taken };
+    timeout_outcome finish_timeout() noexcept;
     /// Any non-terminal phase -> done with an error; false if already done or completing
     /// (then the completion owns the outcome).
     bool fail() noexcept;
@@ -144,6 +155,7 @@ private:
     std::atomic<bool> done_{false};
     async_phase phase_ = async_phase::idle;
     bool on_complete_fired_ = false;
+    bool rearmed_ = false; // set_timeout() while timing_out: the timeout starts again
     int timeout_status_ = 503;
     std::chrono::milliseconds timeout_{0};
     std::optional<response> handed_;

@@ -125,6 +125,7 @@ private:
     void on_deadline() noexcept;
     static void on_timer_fired(timer& t) noexcept;
     void on_async_timeout() noexcept;
+    void rearm_async_timeout() noexcept;
 
     void close_now() noexcept;
     void on_closed() noexcept;

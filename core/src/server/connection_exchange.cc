@@ -73,17 +73,22 @@ void connection::run_handler() noexcept {
 bool connection::after_handler() noexcept {
     async_state* st = exchange_access::state(ex());
     if (handler_threw_) {
-        if (st != nullptr && st->fail()) {
-            fire(async_event_kind::error, exchange_errc::handler_threw);
+        // A complete() or resume() accepted before the throw owns the outcome (it returned true
+        // to its caller): the exception was logged and changes nothing (issue 6, defect 6).
+        const auto next = st != nullptr ? st->handler_threw() : async_state::after_dispatch::finish;
+        if (next != async_state::after_dispatch::complete && next != async_state::after_dispatch::resume) {
+            if (next == async_state::after_dispatch::fail) {
+                fire(async_event_kind::error, exchange_errc::handler_threw);
+            }
+            auto& res = ex().response();
+            if (!response_access::is_head_sent(res)) {
+                res.clear();
+                res.status(500).text("Internal Server Error\n");
+            }
+            close_after_flush_ = close_after_flush_ || response_access::is_head_sent(res);
+            finish_exchange(exchange_errc::handler_threw);
+            return false;
         }
-        auto& res = ex().response();
-        if (!response_access::is_head_sent(res)) {
-            res.clear();
-            res.status(500).text("Internal Server Error\n");
-        }
-        close_after_flush_ = close_after_flush_ || response_access::is_head_sent(res);
-        finish_exchange(exchange_errc::handler_threw);
-        return false;
     }
     if (pending_error_ != exchange_errc{}) {
         // The client left while a worker ran the handler.
@@ -99,6 +104,7 @@ bool connection::after_handler() noexcept {
     }
     switch (st->handler_returned()) {
     case async_state::after_dispatch::finish:
+    case async_state::after_dispatch::fail:
         finish_exchange({});
         return false;
     case async_state::after_dispatch::suspend:
@@ -193,6 +199,10 @@ void connection::on_async_timeout_changed(std::uint64_t generation) noexcept {
     if (state_ != state::suspended || !work_ || generation != generation_) {
         return;
     }
+    rearm_async_timeout();
+}
+
+void connection::rearm_async_timeout() noexcept {
     const auto timeout = exchange_access::state(ex())->timeout();
     async_deadline_ = timeout.count() > 0 ? deadline_after(lc_.loop.now(), timeout) : clock::time_point{};
     if (async_deadline_ != clock::time_point{}) {
@@ -215,9 +225,15 @@ void connection::on_async_timeout() noexcept {
     if (state_ != state::suspended) {
         return; // a listener stopped the server or the connection
     }
-    if (!st->finish_timeout()) {
+    switch (st->finish_timeout()) {
+    case async_state::timeout_outcome::taken:
         handle_signal(); // a listener completed or resumed
         return;
+    case async_state::timeout_outcome::rearmed:
+        rearm_async_timeout(); // a listener extended the exchange: it stays suspended
+        return;
+    case async_state::timeout_outcome::expired:
+        break;
     }
     leave_suspended();
     auto& res = ex().response();

@@ -92,10 +92,61 @@ TEST_F(fixture, timeout_listeners_may_complete_and_then_the_timeout_does_not_end
     st->handler_returned();
     ASSERT_TRUE(st->begin_timeout());
     EXPECT_TRUE(ctx.complete(response(504))); // as an on_timeout listener would
-    EXPECT_FALSE(st->finish_timeout());
+    EXPECT_EQ(st->finish_timeout(), async_state::timeout_outcome::taken);
     std::optional<response> handed;
     ASSERT_TRUE(st->take_completion(handed));
     EXPECT_EQ(handed->status(), 504);
+}
+
+TEST_F(fixture, set_timeout_while_timing_out_rearms_unless_a_listener_completes) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    st->start(milliseconds(10));
+    st->handler_returned();
+    ASSERT_TRUE(st->begin_timeout());
+    EXPECT_TRUE(ctx.set_timeout(milliseconds(500))); // as an on_timeout listener would
+    EXPECT_EQ(st->finish_timeout(), async_state::timeout_outcome::rearmed);
+    EXPECT_EQ(st->phase(), async_phase::suspended);
+    EXPECT_EQ(st->timeout(), milliseconds(500));
+    EXPECT_FALSE(ctx.is_done());
+    // The next expiry without a re-arm ends it.
+    ASSERT_TRUE(st->begin_timeout());
+    EXPECT_EQ(st->finish_timeout(), async_state::timeout_outcome::expired);
+    EXPECT_TRUE(ctx.is_done());
+    EXPECT_FALSE(ctx.set_timeout(milliseconds(500)));
+
+    async_context other(make());
+    async_state* st2 = other.state();
+    st2->start(milliseconds(10));
+    st2->handler_returned();
+    ASSERT_TRUE(st2->begin_timeout());
+    EXPECT_TRUE(other.set_timeout(milliseconds(500)));
+    EXPECT_TRUE(other.complete(response(200)));
+    EXPECT_EQ(st2->finish_timeout(), async_state::timeout_outcome::taken) << "the completion wins";
+}
+
+TEST_F(fixture, a_throw_after_an_accepted_complete_or_resume_changes_nothing) {
+    async_context done_first(make());
+    async_state* a = done_first.state();
+    a->start(milliseconds(100));
+    EXPECT_TRUE(done_first.complete(response(201)));
+    EXPECT_EQ(a->handler_threw(), async_state::after_dispatch::complete);
+    EXPECT_EQ(a->handler_returned(), async_state::after_dispatch::complete);
+
+    async_context resumed(make());
+    async_state* b = resumed.state();
+    b->start(milliseconds(100));
+    EXPECT_TRUE(resumed.resume());
+    EXPECT_EQ(b->handler_threw(), async_state::after_dispatch::resume);
+    EXPECT_EQ(b->handler_returned(), async_state::after_dispatch::resume);
+
+    async_context nothing(make());
+    async_state* c = nothing.state();
+    c->start(milliseconds(100));
+    EXPECT_EQ(c->handler_threw(), async_state::after_dispatch::fail);
+    EXPECT_TRUE(nothing.is_done());
+    EXPECT_FALSE(nothing.complete(response(200))) << "the throw ended it";
+    EXPECT_EQ(c->handler_threw(), async_state::after_dispatch::finish) << "already ended";
 }
 
 TEST_F(fixture, set_timeout_status_accepts_only_5xx) {
@@ -134,7 +185,7 @@ TEST_F(fixture, complete_racing_timeout_and_error_has_exactly_one_winner) {
         go = 1;
         int loop_wins = 0;
         if (round % 2 == 0) {
-            if (st->begin_timeout() && st->finish_timeout()) {
+            if (st->begin_timeout() && st->finish_timeout() == async_state::timeout_outcome::expired) {
                 ++loop_wins;
             }
         } else if (st->fail()) {
