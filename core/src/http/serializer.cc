@@ -16,8 +16,10 @@ constexpr std::string_view crlf = "\r\n";
 // Room for the status line, Date, Content-Length / Transfer-Encoding and Connection lines.
 constexpr std::size_t fixed_head_bytes = 160;
 
+// A 1xx is interim (RFC 9110 §15.2): sent as the answer, the client would wait for a final
+// response that never comes and read the next one as this one's. 101 is final (a switch).
 int sendable_status(int status) noexcept {
-    return (status < 100 || status > 599) ? 500 : status;
+    return (status < 100 || status > 599 || (status < 200 && status != 101)) ? 500 : status;
 }
 
 // RFC 9110 §6.4.1: 1xx, 204 and 304 responses never have content, so they carry neither a
@@ -108,6 +110,10 @@ void append_connection(std::string& out, const response_framing& f) {
 }
 
 } // namespace
+
+bool sends_content(int status) noexcept {
+    return status_has_content(sendable_status(status));
+}
 
 std::string_view continue_response() noexcept {
     return "HTTP/1.1 100 Continue\r\n\r\n";

@@ -68,7 +68,6 @@ public:
     /// In phase ready or failed it consumes nothing.
     feed_result feed(std::string_view bytes, request& req);
 
-
     phase current_phase() const noexcept { return phase_; }
 
     /// True once per request when the head asked for "Expect: 100-continue", was accepted, and a
@@ -131,12 +130,17 @@ struct response_framing {
     bool keep_alive = true;     ///< the connection stays open after this response
 };
 
+/// Whether a response with this status, as the serializer sends it, carries content (not
+/// 101, 204, 304). A stream without content sends its head only, as for HEAD.
+bool sends_content(int status) noexcept;
+
 /// "HTTP/1.1 100 Continue\r\n\r\n"
 std::string_view continue_response() noexcept;
 
 /// Appends a whole response: status line, the handler's headers, Date (unless the handler set
 /// one), Content-Length (or none for 1xx/204/304), Connection as needed, then the body
-/// (omitted for HEAD, 1xx, 204, 304). A status outside 100..599 is sent as 500.
+/// (omitted for HEAD, 101, 204, 304). A status outside 100..599, or a 1xx other than 101 (an
+/// interim status cannot be the answer), is sent as 500.
 void serialize_response(const response& res, const response_framing& f, std::string_view date,
                         std::string& out);
 

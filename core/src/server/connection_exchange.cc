@@ -18,6 +18,12 @@ sluice::request& request_of(exchange& ex) noexcept {
     return exchange_access::request(ex);
 }
 
+// A stream whose status has no content (204, 304) sends its head only, as for HEAD: chunk
+// framing after that head would be read as the next response (RFC 9110 §6.4.1).
+http::response_framing stream_framing(const request& req, const response& res, bool keep_alive) noexcept {
+    return {req.version(), req.method() == "HEAD" || !http::sends_content(res.status()), keep_alive};
+}
+
 } // namespace
 
 void connection::dispatch() noexcept {
@@ -242,7 +248,7 @@ bool connection::decide_keep_alive() noexcept {
 void connection::queue_stream_part() noexcept {
     auto& res = ex().response();
     const auto& req = request_of(ex());
-    http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+    http::response_framing f = stream_framing(req, res, stream_keep_alive_);
     try {
         std::string& out = output();
         if (!response_access::is_head_sent(res)) {
@@ -273,7 +279,7 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
         if (res.is_streaming()) {
             const bool head_was_out = response_access::is_head_sent(res);
             queue_stream_part();
-            http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
+            http::response_framing f = stream_framing(req, res, stream_keep_alive_);
             if (head_was_out && outcome) {
                 // A stream cut short (timeout, a throwing handler): no terminating chunk, so the
                 // client sees an incomplete message rather than a whole, truncated body

@@ -113,7 +113,7 @@ TEST(Serializer, HeadKeepsContentLengthButSendsNoBody) {
 }
 
 TEST(Serializer, StatusesWithoutContentHaveNoLengthAndNoBody) {
-    for (const int status : {100, 103, 204, 304}) {
+    for (const int status : {101, 204, 304}) {
         response r{status};
         r.body("must not be sent");
         const std::string out = serialize(r, http11);
@@ -135,7 +135,23 @@ TEST(Serializer, SendsAStatusOutsideTheRangeAs500) {
             << status;
     }
     EXPECT_EQ(serialize(response{599}, http11).rfind("HTTP/1.1 599 Unknown\r\n", 0), 0u);
-    EXPECT_EQ(serialize(response{100}, http11).rfind("HTTP/1.1 100 Continue\r\n", 0), 0u);
+}
+
+// An interim status cannot be the answer: the client would wait for the final response and
+// take the next one for it. 101 is final.
+TEST(Serializer, SendsAHandlersFinal1xxAs500) {
+    for (const int status : {100, 102, 103, 199}) {
+        EXPECT_EQ(serialize(response{status}, http11).rfind("HTTP/1.1 500 Internal Server Error\r\n", 0), 0u)
+            << status;
+        EXPECT_TRUE(sends_content(status)) << status; // as 500
+    }
+    EXPECT_EQ(serialize(response{101}, http11).rfind("HTTP/1.1 101 Switching Protocols\r\n", 0), 0u);
+    for (const int status : {101, 204, 304}) {
+        EXPECT_FALSE(sends_content(status)) << status;
+    }
+    for (const int status : {0, 200, 205, 404, 599, 600}) {
+        EXPECT_TRUE(sends_content(status)) << status;
+    }
 }
 
 TEST(Serializer, ReplacesTheFramingHeadersAHandlerSet) {
