@@ -58,14 +58,19 @@ struct reference {
 };
 
 expected_request snapshot(const request& r) {
-    const auto expect = r.header("Expect");
+    // The session honours "Expect: 100-continue" in any Expect header line, not only the first.
+    bool expects_continue = false;
+    for (const auto h : r.headers()) {
+        expects_continue =
+            expects_continue || (iequals(h.name, "expect") && iequals(h.value, "100-continue"));
+    }
     return {std::string(r.method()),
             std::string(r.target()),
             std::string(r.path()),
             std::string(r.body()),
             r.version(),
             r.keep_alive(),
-            expect.has_value() && iequals(*expect, "100-continue")};
+            expects_continue};
 }
 
 reference parse_reference(std::string_view wire, const http::session_limits& limits) {

@@ -102,7 +102,8 @@ std::string read_responses(std::string_view bytes, const std::function<bool(std:
     if (err != HPE_OK) {
         const char* pos = llhttp_get_error_pos(&parser);
         const std::size_t at = pos == nullptr ? bytes.size() : static_cast<std::size_t>(pos - bytes.data());
-        return std::string(llhttp_errno_name(err)) + " (" + llhttp_get_error_reason(&parser) + ") at byte " +
+        const char* reason = llhttp_get_error_reason(&parser);
+        return std::string(llhttp_errno_name(err)) + " (" + (reason != nullptr ? reason : "") + ") at byte " +
                std::to_string(at) + " after " + std::to_string(out.size()) + " responses";
     }
     return {};
