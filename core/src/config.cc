@@ -169,10 +169,53 @@ std::string check_listen(std::string_view v) {
     return parse_listen_into(v, ignored);
 }
 
+// RFC 3629 UTF-8 (no overlong forms, no surrogates, at most U+10FFFF): what a TOML string holds.
+bool is_utf8(std::string_view s) noexcept {
+    std::size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        std::size_t len = 1;
+        std::uint32_t cp = c;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1FU;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0FU;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07U;
+        } else if (c >= 0x80) {
+            return false;
+        }
+        if (s.size() - i < len) {
+            return false;
+        }
+        for (std::size_t k = 1; k < len; ++k) {
+            const auto cc = static_cast<unsigned char>(s[i + k]);
+            if ((cc & 0xC0U) != 0x80U) {
+                return false;
+            }
+            cp = (cp << 6U) | (cc & 0x3FU);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
+            return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
 // An empty path means "not set"; control characters are never part of a file name anyone meant.
+// It must be UTF-8 even from the environment or the command line, where any bytes arrive: a
+// TOML file cannot hold anything else, so describe_config() could not print it as one.
 std::string check_path(std::string_view v) {
     if (std::any_of(v.begin(), v.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
         return "must be a file path without control characters, got " + quoted(v);
+    }
+    if (!is_utf8(v)) {
+        return "must be UTF-8 (as in a TOML file), got " + quoted(v);
     }
     return {};
 }

@@ -147,7 +147,13 @@ INSTANTIATE_TEST_SUITE_P(
                       bad_value{"backend", "9lives", "must be a backend name"},
                       bad_value{"backend", "ep oll", "must be a backend name"},
                       bad_value{"tls.cert", "/etc/a\nb", "without control characters, got '/etc/a\\x0ab'"},
-                      bad_value{"tls.key", "\t", "without control characters"}));
+                      bad_value{"tls.key", "\t", "without control characters"},
+                      // Not UTF-8: a TOML file cannot hold it, so describe_config() could not
+                      // print it as one (found by tests/fuzz/config).
+                      bad_value{"tls.cert", "/etc/\xff.pem", "must be UTF-8"},
+                      bad_value{"tls.key", "\xc0\xaf", "must be UTF-8"},     // overlong '/'
+                      bad_value{"tls.key", "\xed\xa0\x80", "must be UTF-8"}, // a surrogate
+                      bad_value{"tls.cert", "a\xe2\x82", "must be UTF-8"})); // cut short
 
 INSTANTIATE_TEST_SUITE_P(
     listen, config_bad_value,
