@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <sluice/config.h>
@@ -97,17 +98,119 @@ void apply_table(config& cfg, const toml::table& table, const std::string& prefi
     }
 }
 
+// TOML keys, table headers and values other than strings are ASCII, so a byte above 0x7f
+// anywhere but in a string or a comment is a syntax error. toml++ 3.3 does not always say so:
+// on some such bytes where a key belongs it reaches TOML_UNREACHABLE (undefined behaviour;
+// found by tests/fuzz/config). This scan finds them first. Returns {line, column} counted from
+// 1, or {0, 0} when there are none. Strings are followed only as far as where they end: what
+// is wrong inside them is left to toml++.
+struct text_position {
+    std::size_t line = 0;
+    std::size_t column = 0;
+};
+
+text_position first_non_ascii_outside_strings(std::string_view text) {
+    enum class in { code, comment, basic, literal, ml_basic, ml_literal };
+    in state = in::code;
+    std::size_t line = 1;
+    std::size_t line_start = 0;
+    const auto starts = [&text](std::size_t i, std::string_view what) {
+        return text.substr(i).starts_with(what);
+    };
+    // A multi-line string may end in up to two quotes of its own before its delimiter.
+    const auto close_multi_line = [&text](std::size_t i, char quote) {
+        std::size_t end = i + 3;
+        for (int extra = 0; extra < 2 && end < text.size() && text[end] == quote; ++extra) {
+            ++end;
+        }
+        return end;
+    };
+    for (std::size_t i = 0; i < text.size();) {
+        const char c = text[i];
+        if (c == '\n') {
+            ++line;
+            line_start = i + 1;
+            if (state == in::comment || state == in::basic || state == in::literal) {
+                state = in::code; // a single-line string cut by a newline: toml++ reports it
+            }
+            ++i;
+            continue;
+        }
+        switch (state) {
+        case in::code:
+            if (static_cast<unsigned char>(c) > 0x7f) {
+                return {line, i - line_start + 1};
+            }
+            if (c == '#') {
+                state = in::comment;
+            } else if (starts(i, "\"\"\"")) {
+                state = in::ml_basic;
+                i += 3;
+                continue;
+            } else if (starts(i, "'''")) {
+                state = in::ml_literal;
+                i += 3;
+                continue;
+            } else if (c == '"') {
+                state = in::basic;
+            } else if (c == '\'') {
+                state = in::literal;
+            }
+            break;
+        case in::comment:
+            break;
+        case in::basic:
+        case in::ml_basic:
+            if (c == '\\') {
+                // An escaped byte cannot end the string; a newline after the backslash (a
+                // line-ending backslash) is left to the loop, which counts lines.
+                i += (i + 1 < text.size() && text[i + 1] != '\n') ? 2 : 1;
+                continue;
+            }
+            if (state == in::basic && c == '"') {
+                state = in::code;
+            } else if (state == in::ml_basic && starts(i, "\"\"\"")) {
+                state = in::code;
+                i = close_multi_line(i, '"');
+                continue;
+            }
+            break;
+        case in::literal:
+            if (c == '\'') {
+                state = in::code;
+            }
+            break;
+        case in::ml_literal:
+            if (starts(i, "'''")) {
+                state = in::code;
+                i = close_multi_line(i, '\'');
+                continue;
+            }
+            break;
+        }
+        ++i;
+    }
+    return {};
+}
+
 } // namespace
 
 void apply_config_toml(config& cfg, std::string_view toml_text, std::string_view origin) {
+    const std::string_view name = origin.empty() ? std::string_view("config") : origin;
+    if (const text_position at = first_non_ascii_outside_strings(toml_text); at.line != 0) {
+        throw startup_error("", std::string(name) + ":" + std::to_string(at.line) + ":" +
+                                    std::to_string(at.column) +
+                                    ": TOML syntax error: a byte above 0x7F outside a string or comment "
+                                    "(keys are ASCII; quote them)");
+    }
     toml::table root;
     try {
         root = toml::parse(toml_text, origin);
     } catch (const toml::parse_error& e) {
         // No key is to blame for a syntax error; the location is what the user needs.
         const auto& begin = e.source().begin;
-        throw startup_error("", std::string(origin.empty() ? std::string_view("config") : origin) + ":" +
-                                    std::to_string(begin.line) + ":" + std::to_string(begin.column) +
+        throw startup_error("", std::string(name) + ":" + std::to_string(begin.line) + ":" +
+                                    std::to_string(begin.column) +
                                     ": TOML syntax error: " + std::string(e.description()));
     }
     // Apply to a copy, so that a bad file leaves cfg as it was: all of the file or none of it.
