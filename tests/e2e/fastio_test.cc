@@ -43,6 +43,7 @@ TEST_F(fastio_test, the_three_routes_answer_the_same_json) {
         EXPECT_EQ(r->status, 200);
         EXPECT_EQ(r->body, fast->body) << target;
     }
+    EXPECT_EQ(app.stop(), 0) << "a clean exit on SIGTERM:\n" << app.log();
 }
 
 TEST_F(fastio_test, io_waits_overlap_without_threads) {
