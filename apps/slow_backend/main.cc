@@ -27,7 +27,7 @@ namespace {
 
 constexpr std::uint64_t max_work_ms = 600'000;
 constexpr std::uint64_t max_stream_bytes = std::uint64_t{1} << 40; // 1 TiB: any test, no overflow
-constexpr std::size_t stream_chunk = 64 * 1024;
+constexpr std::size_t stream_chunk = std::size_t{64} * 1024;
 
 std::optional<std::uint64_t> parse_u64(std::string_view v) {
     std::uint64_t n = 0;
