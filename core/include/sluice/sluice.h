@@ -7,6 +7,7 @@
 #include <sluice/exchange.h>
 #include <sluice/executor.h>
 #include <sluice/handler.h>
+#include <sluice/limiter.h>
 #include <sluice/log.h>
 #include <sluice/request.h>
 #include <sluice/response.h>

@@ -29,6 +29,10 @@ public:
         ex.async_started_ = false;
     }
 
+    /// The limiter re-dispatches a request that waited for a permit: to the handler it guards,
+    /// that dispatch is the first (is_initial() == true), as if the request had not waited.
+    static void restart_dispatches(exchange& ex) noexcept { ex.dispatches_ = 1; }
+
     static async_state* state(const exchange& ex) noexcept { return ex.async_; }
     static std::uint64_t generation(const exchange& ex) noexcept { return ex.generation_; }
     static const std::shared_ptr<loop_port>& port(const exchange& ex) noexcept { return ex.executor_.port_; }

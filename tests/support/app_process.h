@@ -1,0 +1,45 @@
+// A sample app (sluice-slow-backend, sluice-fastio, ...) started as a real process for the
+// end-to-end tests: bound to 127.0.0.1:0, its port read from its startup log line, and
+// stopped with SIGTERM (SIGKILL past a deadline) when the object goes, so no test leaves it
+// running.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support/deadline.h"
+
+namespace sluice::test {
+
+class app_process {
+public:
+    /// Starts `binary --listen 127.0.0.1:0 args...` with stdout/stderr to a log file, and waits
+    /// (up to `timeout`) for its "listening on ... (port N)" line. Check started() / error().
+    app_process(const std::string& binary, const std::vector<std::string>& args,
+                std::chrono::milliseconds timeout = default_timeout);
+    ~app_process();
+    app_process(const app_process&) = delete;
+    app_process& operator=(const app_process&) = delete;
+
+    bool started() const noexcept { return port_ != 0; }
+    std::uint16_t port() const noexcept { return port_; }
+    const std::string& error() const noexcept { return error_; }
+    /// Everything the app logged so far.
+    std::string log() const;
+
+    /// SIGTERM, then waits up to `timeout` (SIGKILL after it). Returns the exit status, or -1
+    /// when it had to be killed.
+    int stop(std::chrono::milliseconds timeout = default_timeout);
+
+private:
+    pid_t pid_ = -1;
+    std::uint16_t port_ = 0;
+    std::string log_path_;
+    std::string error_;
+};
+
+} // namespace sluice::test
