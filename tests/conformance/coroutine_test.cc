@@ -60,8 +60,10 @@ TEST_P(coroutine_test, sleep_suspends_the_exchange_and_resumes_on_its_loop) {
         const std::error_code ec = co_await sleep_for(ex, milliseconds(150));
         s->error = ec.value();
         s->on_loop = ex.executor().in_loop_thread();
+        // The loop's timers run on its cached iteration clock: allow a few ms of early firing as
+        // seen from steady_clock here.
         const auto waited = std::chrono::duration_cast<milliseconds>(test_clock::now() - t0);
-        ex.response().text("slept " + std::to_string(waited.count() >= 150 ? 150 : waited.count()));
+        ex.response().text(waited.count() >= 140 ? "slept" : "woke early: " + std::to_string(waited.count()));
     });
     srv().start();
     test_client c(srv().port());
@@ -71,14 +73,14 @@ TEST_P(coroutine_test, sleep_suspends_the_exchange_and_resumes_on_its_loop) {
     auto r = c.read_response();
     ASSERT_TRUE(r) << c.error();
     EXPECT_EQ(r->status, 200);
-    EXPECT_EQ(r->body, "slept 150");
+    EXPECT_EQ(r->body, "slept");
     EXPECT_EQ(s->error.load(), 0);
     EXPECT_TRUE(s->on_loop.load()) << "a coroutine resumes on its exchange's loop thread";
     // The connection stays usable for the next request.
     ASSERT_TRUE(c.send(get_request("/sleep"))) << c.error();
     auto r2 = c.read_response();
     ASSERT_TRUE(r2) << c.error();
-    EXPECT_EQ(r2->body, "slept 150");
+    EXPECT_EQ(r2->body, "slept");
     EXPECT_TRUE(srv().wait_exchanges_freed());
     EXPECT_EQ(srv().stats().exchanges_suspended, 0u);
 }
