@@ -6,6 +6,7 @@
 //   POST /echo              the request body back, with its Content-Type
 //   GET  /delay?ms=N        suspends, completes after N ms from a loop timer (no thread sleeps)
 //   GET  /delay-resume?ms=N the same in resume style (the handler runs again)
+//   GET  /co?ms=N           the same as a coroutine: co_await sluice::sleep_for, then answer
 //   GET  /sleep?ms=N        a sync handler that blocks its thread for N ms
 //   GET  /bytes?n=N         N bytes of 'x' (N <= 1 MiB): a response a slow reader cannot take at once
 #include <charconv>
@@ -87,6 +88,19 @@ void add_routes(sluice::server& srv) {
         });
     });
 
+    // Coroutine style: the exchange is suspended while the coroutine waits on the loop timer.
+    srv.get("/co", [](sluice::exchange& ex) -> sluice::task<> {
+        auto ms = delay_ms(ex.request());
+        if (!ms) {
+            bad_delay(ex);
+            co_return;
+        }
+        if (auto ec = co_await sluice::sleep_for(ex, std::chrono::milliseconds(*ms))) {
+            co_return; // cancelled: the client left or the async timeout fired; nothing is sent
+        }
+        ex.response().text("co_awaited " + std::to_string(*ms) + " ms\n");
+    });
+
     // A sync handler that blocks: on an inline reactor it stalls the loop (the watchdog says so).
     srv.get("/sleep", [](sluice::exchange& ex) {
         auto ms = delay_ms(ex.request());
@@ -113,10 +127,10 @@ void add_routes(sluice::server& srv) {
 
 int main(int argc, char** argv) {
     try {
-        auto cl =
-            sluice::parse_command_line(argc, argv, sluice::process_environment(), {},
-                                       "sluice-hello: hello world, echo, delay (async) and sleep (sync) "
-                                       "endpoints");
+        auto cl = sluice::parse_command_line(
+            argc, argv, sluice::process_environment(), {},
+            "sluice-hello: hello world, echo, delay (async, coroutine) and sleep (sync) "
+            "endpoints");
         if (cl.help) {
             std::fputs(cl.usage.c_str(), stdout);
             return 0;

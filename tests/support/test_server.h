@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <sluice/config.h>
+#include <sluice/coro.h>
 #include <sluice/handler.h>
 #include <sluice/server.h>
 
@@ -37,6 +38,11 @@ public:
     sluice::config& config() noexcept { return cfg_; }
     /// Adds a route; before start().
     test_server& route(std::string_view method, std::string_view pattern, handler h);
+    /// Adds a coroutine route (f(ex) returns sluice::task<>).
+    template <coroutine_function F>
+    test_server& route(std::string_view method, std::string_view pattern, F f) {
+        return route(method, pattern, coroutine_handler(std::move(f)));
+    }
     /// Builds the server, registers the routes and starts it (throws what server::start throws).
     void start();
 

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include <sluice/config.h>
+#include <sluice/coro.h>
 #include <sluice/handler.h>
 #include <sluice/log.h>
 
@@ -41,6 +42,19 @@ public:
     server& route(std::string_view method, std::string_view pattern, handler h);
     server& get(std::string_view pattern, handler h) { return route("GET", pattern, std::move(h)); }
     server& post(std::string_view pattern, handler h) { return route("POST", pattern, std::move(h)); }
+    /// The same for a coroutine handler, f(ex) returning sluice::task<> (coro.h).
+    template <coroutine_function F>
+    server& route(std::string_view method, std::string_view pattern, F f) {
+        return route(method, pattern, coroutine_handler(std::move(f)));
+    }
+    template <coroutine_function F>
+    server& get(std::string_view pattern, F f) {
+        return route("GET", pattern, coroutine_handler(std::move(f)));
+    }
+    template <coroutine_function F>
+    server& post(std::string_view pattern, F f) {
+        return route("POST", pattern, coroutine_handler(std::move(f)));
+    }
 
     /// Validates the configuration against the registered backends, binds, starts the threads.
     /// Throws startup_error naming the key at fault (unknown backend, address in use, ...).

@@ -3,6 +3,7 @@
 
 #include <sluice/async_context.h>
 #include <sluice/config.h>
+#include <sluice/coro.h>
 #include <sluice/error.h>
 #include <sluice/exchange.h>
 #include <sluice/executor.h>
