@@ -164,7 +164,7 @@ text_position first_non_ascii_outside_strings(std::string_view text) {
             if (c == '\\') {
                 // An escaped byte cannot end the string; a newline after the backslash (a
                 // line-ending backslash) is left to the loop, which counts lines.
-                i += (i + 1 < text.size() && text[i + 1] != '\n') ? 2 : 1;
+                i += (i + 1 < text.size() && text[i + 1] != '\n') ? std::size_t{2} : std::size_t{1};
                 continue;
             }
             if (state == in::basic && c == '"') {
