@@ -88,10 +88,10 @@ TEST_P(keepalive_pressure_test, keep_alive_holds_while_new_connections_arrive) {
     EXPECT_TRUE(f.empty()) << f.size() << " failures, first: " << (f.empty() ? "" : f.front());
 }
 
-TEST_P(keepalive_pressure_test, pipelined_requests_are_answered_before_a_pressure_close) {
-    if (!connection_per_thread()) {
-        GTEST_SKIP() << "keep-alive pressure belongs to the thread-per-connection runtime";
-    }
+// What only the thread-per-connection runtime has: keep-alive pressure and its accept queue.
+class blocking_pressure_test : public keepalive_pressure_test {};
+
+TEST_P(blocking_pressure_test, pipelined_requests_are_answered_before_a_pressure_close) {
     // Two threads: A holds one, B the other, C waits for a thread: real pressure.
     srv().config().blocking.threads = 2;
     srv().config().blocking.accept_queue = 4;
@@ -130,10 +130,7 @@ TEST_P(keepalive_pressure_test, pipelined_requests_are_answered_before_a_pressur
     EXPECT_EQ(rc->body, "hi");
 }
 
-TEST_P(keepalive_pressure_test, accept_queue_zero_closes_a_connection_no_thread_can_take) {
-    if (!connection_per_thread()) {
-        GTEST_SKIP() << "blocking.accept_queue belongs to the thread-per-connection runtime";
-    }
+TEST_P(blocking_pressure_test, accept_queue_zero_closes_a_connection_no_thread_can_take) {
     srv().config().blocking.threads = 1;
     srv().config().blocking.accept_queue = 0;
     auto release = std::make_shared<std::atomic<bool>>(false);
@@ -167,10 +164,7 @@ TEST_P(keepalive_pressure_test, accept_queue_zero_closes_a_connection_no_thread_
     })) << "no connection served after the thread came free";
 }
 
-TEST_P(keepalive_pressure_test, accept_queue_bounds_the_connections_waiting) {
-    if (!connection_per_thread()) {
-        GTEST_SKIP() << "blocking.accept_queue belongs to the thread-per-connection runtime";
-    }
+TEST_P(blocking_pressure_test, accept_queue_bounds_the_connections_waiting) {
     srv().config().blocking.threads = 1;
     srv().config().blocking.accept_queue = 1;
     auto release = std::make_shared<std::atomic<bool>>(false);
@@ -192,6 +186,7 @@ TEST_P(keepalive_pressure_test, accept_queue_bounds_the_connections_waiting) {
 }
 
 SLUICE_BACKEND_SUITE(keepalive_pressure_test);
+SLUICE_BACKEND_SUITE_OF(blocking_pressure_test, "blocking");
 
 } // namespace
 } // namespace sluice::test

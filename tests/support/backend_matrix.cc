@@ -1,5 +1,9 @@
 #include "support/backend_matrix.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace sluice::test {
 
 void PrintTo(const backend_param& p, std::ostream* os) {
@@ -11,6 +15,16 @@ std::vector<backend_param> backend_matrix() {
     for (const io::backend* b : io::registered_backends()) {
         out.push_back({std::string(b->name), dispatch_mode::inline_io});
         out.push_back({std::string(b->name), dispatch_mode::pool});
+    }
+    return out;
+}
+
+std::vector<backend_param> backend_matrix_of(std::string_view backend) {
+    std::vector<backend_param> out;
+    for (backend_param& p : backend_matrix()) {
+        if (p.backend == backend) {
+            out.push_back(std::move(p));
+        }
     }
     return out;
 }

@@ -30,6 +30,8 @@ void PrintTo(const backend_param& p, std::ostream* os);
 
 /// Every registered backend × {inline, pool}.
 std::vector<backend_param> backend_matrix();
+/// One backend's rows of the matrix, for a suite about what only that backend has.
+std::vector<backend_param> backend_matrix_of(std::string_view backend);
 /// "epoll_inline", "blocking_pool": the suffix of each test's name.
 std::string backend_param_name(const testing::TestParamInfo<backend_param>& info);
 /// The registered backend of that name, or null.
@@ -60,4 +62,11 @@ protected:
 /// Instantiates a backend_test-derived suite over the matrix.
 #define SLUICE_BACKEND_SUITE(suite)                                                                          \
     INSTANTIATE_TEST_SUITE_P(backends, suite, ::testing::ValuesIn(::sluice::test::backend_matrix()),         \
+                             ::sluice::test::backend_param_name)
+
+/// Instantiates a suite over one backend's rows (a feature of that backend alone, such as the
+/// blocking runtime's connection threads): no row of another backend runs it to be skipped.
+#define SLUICE_BACKEND_SUITE_OF(suite, backend)                                                              \
+    INSTANTIATE_TEST_SUITE_P(backends, suite,                                                                \
+                             ::testing::ValuesIn(::sluice::test::backend_matrix_of(backend)),                \
                              ::sluice::test::backend_param_name)
