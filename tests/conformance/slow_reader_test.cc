@@ -102,9 +102,11 @@ TEST_P(slow_reader_test, server_stop_does_not_wait_for_a_slow_reader) {
 }
 
 TEST_P(slow_reader_test, head_timeout_with_a_response_still_queued_sends_it_then_408) {
-    srv().config().limits.header_timeout_ms = 20;
+    // The head timeout must not run out before the server read the first request (under TSan
+    // on a loaded machine that took 20 ms): 100 ms, and a handler 3 times as long.
+    srv().config().limits.header_timeout_ms = 100;
     srv().route("GET", "/slow", [](exchange& ex) {
-        std::this_thread::sleep_for(milliseconds(60)); // longer than the head timeout
+        std::this_thread::sleep_for(milliseconds(300)); // longer than the head timeout
         ex.response().text("slow");
     });
     srv().start();

@@ -9,7 +9,9 @@
 // Streaming: write() switches the response to chunked streaming. What was written
 // is sent as one chunk each time the handler returns (also when it suspends with
 // start_async()), and the stream ends when the exchange completes. HTTP/1.0 clients
-// get the same bytes unframed, delimited by closing the connection.
+// get the same bytes unframed, delimited by closing the connection. A status without
+// content (204, 304) sends the head only, whatever was written. A status outside 100..599
+// or any 1xx (101 included: Upgrade is not supported) is sent as 500.
 #pragma once
 
 #include <optional>

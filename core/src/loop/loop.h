@@ -79,7 +79,11 @@ public:
     void release() noexcept { --live_; }
     std::size_t live() const noexcept { return live_; }
 
+    /// The time of the current iteration (read once per wait, so deadlines of one batch agree).
     clock::time_point now() const noexcept { return now_; }
+    /// Reads the clock now: for work started outside an iteration (a connection thread adopting
+    /// a connection after waiting for one), whose deadlines would otherwise start in the past.
+    void refresh_clock() noexcept { now_ = clock::now(); }
     void arm(timer& t, clock::time_point when) { timers_.arm(t, when); }
     void arm_after(timer& t, std::chrono::milliseconds d) { timers_.arm(t, deadline_after(now_, d)); }
     void cancel(timer& t) noexcept { timers_.cancel(t); }

@@ -290,16 +290,9 @@ void connection::refuse_interim_status() noexcept {
     // The server sends its own 100 Continue; a handler's 1xx is a programming error.
     lc_.server.log.error("handler for {} {} set status {}, which is not a final status: sending 500",
                          request_of(ex()).method(), request_of(ex()).path(), status);
-    if (res.is_streaming()) {
-        res.status(500); // the head is not out yet; what was written stays the body
-        return;
-    }
-    res.clear();
+    // As for a status out of range (serializer.cc): 500, with the handler's headers and body,
+    // streamed or not (the head is not out yet).
     res.status(500);
-    try {
-        res.text("Internal Server Error\n");
-    } catch (const std::bad_alloc&) {
-    }
 }
 
 http::response_framing connection::stream_framing() noexcept {

@@ -225,6 +225,9 @@ private:
                 queue_.pop_front();
                 ++busy_; // the connection moves from the queue to this thread: room is unchanged
             }
+            // The loop last read the clock before this thread waited for a connection, maybe
+            // long ago: the head deadline must run from now.
+            l.refresh_clock();
             adopt_connection(lc, fd);
             l.run(loop::run_mode::until_idle);
             {
