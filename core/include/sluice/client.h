@@ -123,20 +123,20 @@ struct client_request {
     std::string target = "/";
     /// End-to-end headers; hop-by-hop ones are dropped (see top). Host is the upstream's name
     /// unless given here.
-    std::vector<client_header> headers;
+    std::vector<client_header> headers{};
     /// The body, owned by the request.
-    std::string body;
+    std::string body{};
     /// A borrowed body (e.g. the incoming request's body, forwarded without a copy), used
     /// instead of `body` when its data() is not null. The bytes must stay valid until the
     /// callback has run, or the call was cancelled and the exchange that owns them ended on
     /// that loop (the client closes the connection before that).
-    std::string_view body_view;
+    std::string_view body_view{};
 };
 
 struct client_response {
     int status = 0;
-    std::vector<client_header> headers;
-    std::string body;
+    std::vector<client_header> headers{};
+    std::string body{};
     /// The first header of that name (case-insensitive).
     std::optional<std::string_view> header(std::string_view name) const noexcept;
 };
