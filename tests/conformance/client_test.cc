@@ -363,6 +363,32 @@ TEST_P(client_test, a_dead_address_is_skipped_for_fail_timeout) {
     EXPECT_EQ(up.accepted(), 4);
 }
 
+TEST_P(client_test, chunked_interim_and_close_delimited_responses) {
+    std::atomic<int> conn_no{0};
+    fake_upstream up([&](upstream_conn& c) {
+        if (++conn_no == 1) {
+            if (c.read_request()) {
+                (void)c.write(
+                    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "4\r\nchun\r\n3\r\nked\r\n0\r\n\r\n");
+            }
+            if (c.read_request()) { // the same connection: chunked framing kept it reusable
+                (void)c.write("HTTP/1.1 200 OK\r\n\r\nto the end");
+            }
+            return; // closes: the end of the second body
+        }
+        answer_all(c);
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, "chunked");
+    EXPECT_EQ(call("/co").body, "to the end");
+    EXPECT_EQ(up.accepted(), 1);
+    EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; }))
+        << "a close-delimited connection is not pooled";
+}
+
 SLUICE_BACKEND_SUITE(client_test);
 
 } // namespace
