@@ -55,6 +55,12 @@ public:
     /// Opens a non-blocking socket for addr's family and starts connecting. -errno when that
     /// failed: then is_closed() says whether nothing was opened, or on_closed() will follow.
     int open_and_connect(const sockaddr* addr, socklen_t len) noexcept;
+    /// Takes an fd that is connected already (an accepted socket, as the server connection
+    /// will use it; a test's fake descriptor). on_closed() follows close().
+    void adopt(int fd) noexcept {
+        fd_ = fd;
+        state_ = state::open;
+    }
     /// Arms receiving (multishot; re-armed after a driver-side stop). -errno on failure.
     int start_receiving() noexcept;
     /// Sends iov[0..n) (n <= 2) completely; one on_sent() follows. -EBUSY while a send is in
