@@ -91,10 +91,8 @@ void client_core::run_own_loop(std::promise<std::shared_ptr<loop_port>>& ready) 
     }
     try {
         detail::loop l(std::move(driver), log_, 0);
-        own_loop_ = &l;
         ready.set_value(l.executor_port());
         l.run(loop::run_mode::until_stopped);
-        own_loop_ = nullptr;
     } catch (...) {
         log_.error("client: its own loop failed");
     }

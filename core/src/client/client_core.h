@@ -45,7 +45,6 @@ private:
     std::vector<std::pair<std::shared_ptr<loop_port>, std::shared_ptr<client_pool>>> pools_;
     std::thread own_thread_;
     std::shared_ptr<loop_port> own_port_;
-    detail::loop* own_loop_ = nullptr; // touched only on its thread, and stop() (thread-safe)
     bool own_failed_ = false;
     bool shut_ = false;
     logger log_{log_level::warn};

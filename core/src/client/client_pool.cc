@@ -227,10 +227,9 @@ void client_pool::cancel(const std::shared_ptr<client_call_state>& call) noexcep
 }
 
 void client_pool::shutdown() noexcept {
-    if (stopped_) {
+    if (stopped_.exchange(true, std::memory_order_acq_rel)) {
         return;
     }
-    stopped_ = true;
     while (!waiters_.empty()) {
         auto call = std::move(waiters_.front());
         waiters_.pop_front();

@@ -7,6 +7,7 @@
 // when the loop stops or the client is destroyed.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -41,7 +42,8 @@ public:
     void cancel(const std::shared_ptr<client_call_state>& call) noexcept;
     /// Cancels every call, closes every connection, refuses new calls.
     void shutdown() noexcept;
-    bool stopped() const noexcept { return stopped_; }
+    /// Any thread (the client prunes the pools of loops that ended).
+    bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
 
     // For connections.
     detail::loop& owner_loop() noexcept { return loop_; }
@@ -73,7 +75,7 @@ private:
     std::vector<client_connection*> idle_; // most recently used at the back
     std::vector<client_connection*> all_;  // open or opening (for shutdown)
     std::deque<std::shared_ptr<client_call_state>> waiters_;
-    bool stopped_ = false;
+    std::atomic<bool> stopped_{false}; // written on the loop, read by any thread
 };
 
 } // namespace sluice::detail
