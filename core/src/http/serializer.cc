@@ -106,6 +106,8 @@ void append_connection(std::string& out, const response_framing& f) {
 // RFC 9110 §6.4.1: 1xx, 204 and 304 responses never have content, so they carry neither a
 // body nor (RFC 9110 §8.6) a Content-Length announcing one.
 bool status_has_content(int status) noexcept {
+    // Of the status as sent: one out of range goes out as 500, which has content.
+    status = sendable_status(status);
     return status >= 200 && status != 204 && status != 304;
 }
 

@@ -133,7 +133,8 @@ struct response_framing {
     bool no_content = false;
 };
 
-/// RFC 9110 §6.4.1: false for 1xx, 204 and 304, which end with their head.
+/// RFC 9110 §6.4.1: false for 1xx, 204 and 304, which end with their head. Of the status as
+/// sent: one outside 100..599 goes out as 500, which has content.
 bool status_has_content(int status) noexcept;
 
 /// "HTTP/1.1 100 Continue\r\n\r\n"

@@ -72,5 +72,17 @@ TEST(connection_stream_status, a_handlers_final_1xx_is_sent_as_500) {
     }
 }
 
+// A status out of range goes out as 500, streamed too: with the body the handler wrote (the
+// framing follows the status sent, not the one set). Found by tests/fuzz/http_server.
+TEST(connection_stream_status, a_streamed_status_out_of_range_is_a_500_with_its_body) {
+    for (const int status : {0, 99, 600}) {
+        const std::string out = answer(streaming(status), pipelined);
+        SCOPED_TRACE(out);
+        EXPECT_TRUE(out.starts_with("HTTP/1.1 500 Internal Server Error\r\n")) << status;
+        EXPECT_NE(out.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << status;
+        EXPECT_NE(out.find("\r\n7\r\nignored\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n"), std::string::npos) << status;
+    }
+}
+
 } // namespace
 } // namespace sluice::testing
