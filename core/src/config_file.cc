@@ -103,7 +103,9 @@ void apply_table(config& cfg, const toml::table& table, const std::string& prefi
 // on some such bytes where a key belongs it reaches TOML_UNREACHABLE (undefined behaviour;
 // found by tests/fuzz/config). This scan finds them first. Returns {line, column} counted from
 // 1, or {0, 0} when there are none. Strings are followed only as far as where they end: what
-// is wrong inside them is left to toml++.
+// is wrong inside them is left to toml++. A quote opens a string only where TOML lets one
+// begin (at the start of a line, after '=', '[', '{', ',' or '.'): elsewhere, as in
+// `x = 1.e"é"`, toml++ may not read it as a string, so what follows is not one either.
 struct text_position {
     std::size_t line = 0;
     std::size_t column = 0;
@@ -112,6 +114,7 @@ struct text_position {
 text_position first_non_ascii_outside_strings(std::string_view text) {
     enum class in { code, comment, basic, literal, ml_basic, ml_literal };
     in state = in::code;
+    char before = '\n'; // the last byte of code on this line other than a space or tab
     std::size_t line = 1;
     std::size_t line_start = 0;
     const auto starts = [&text](std::size_t i, std::string_view what) {
@@ -130,6 +133,7 @@ text_position first_non_ascii_outside_strings(std::string_view text) {
         if (c == '\n') {
             ++line;
             line_start = i + 1;
+            before = '\n';
             if (state == in::comment || state == in::basic || state == in::literal) {
                 state = in::code; // a single-line string cut by a newline: toml++ reports it
             }
@@ -141,6 +145,15 @@ text_position first_non_ascii_outside_strings(std::string_view text) {
             if (static_cast<unsigned char>(c) > 0x7f) {
                 return {line, i - line_start + 1};
             }
+            if (c == ' ' || c == '\t') {
+                break;
+            }
+            if ((c == '"' || c == '\'') &&
+                std::string_view("\n=[{,.").find(before) == std::string_view::npos) {
+                before = c; // not where a string begins: a stray quote
+                break;
+            }
+            before = c;
             if (c == '#') {
                 state = in::comment;
             } else if (starts(i, "\"\"\"")) {

@@ -206,6 +206,12 @@ TEST(config_toml, non_ascii_outside_strings_and_comments_is_a_syntax_error) {
     e = catch_startup_error([&] { apply_config_toml(cfg, "listen = \xc3\xa9\n", "v.toml"); });
     EXPECT_TRUE(contains(e.what(), "v.toml:1:10: TOML syntax error")) << e.what();
 
+    // A quote where no string can begin opens none (toml++ would not read one there either).
+    e = catch_startup_error([&] { apply_config_toml(cfg, "x = 127.le\"\"\"\xc3\x9e\"\"\"\n", "q.toml"); });
+    EXPECT_TRUE(contains(e.what(), "q.toml:1:14: TOML syntax error")) << e.what();
+    e = catch_startup_error([&] { apply_config_toml(cfg, "x = \"a\" \"\xc3\xa9\"\n", "r.toml"); });
+    EXPECT_TRUE(contains(e.what(), "r.toml:1:10: TOML syntax error")) << e.what();
+
     // Strings of every kind and comments may hold UTF-8, and quotes inside them do not end
     // them early: these documents get past the scan to the key table.
     apply_config_toml(cfg, "# caf\xc3\xa9\nlog_level = \"warn\" # \xc3\xa9 \"\n", "c.toml");
