@@ -59,7 +59,9 @@ TEST_P(slow_reader_test, a_client_reading_slowly_is_cut_off_after_the_write_time
         c, [&] { return srv().stats().connections_open == 0; }, milliseconds(8000));
     EXPECT_EQ(srv().stats().connections_open, 0u)
         << "a slow reader held the connection for " << took.count() << " ms with write_timeout_ms = 2000";
-    EXPECT_LT(took, milliseconds(2000 + 2000));
+    // The whole response takes the reader over 10 s; 4 s of slack is for a loaded machine
+    // (a sanitizer build beside other work failed 3 of 18 runs with 2 s).
+    EXPECT_LT(took, milliseconds(2000 + 4000));
     EXPECT_TRUE(srv().wait_exchanges_freed());
 }
 
