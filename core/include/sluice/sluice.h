@@ -2,6 +2,7 @@
 #pragma once
 
 #include <sluice/async_context.h>
+#include <sluice/client.h>
 #include <sluice/config.h>
 #include <sluice/coro.h>
 #include <sluice/error.h>

@@ -36,6 +36,7 @@ public:
     static async_state* state(const exchange& ex) noexcept { return ex.async_; }
     static std::uint64_t generation(const exchange& ex) noexcept { return ex.generation_; }
     static const std::shared_ptr<loop_port>& port(const exchange& ex) noexcept { return ex.executor_.port_; }
+    static const std::shared_ptr<loop_port>& port(const sluice::executor& e) noexcept { return e.port_; }
 
     /// Back to empty for the next request; drops the async state reference (the state itself
     /// lives on while handles exist, detached).

@@ -103,6 +103,7 @@ void loop::stop() {
 }
 
 void loop::run(run_mode mode) {
+    port_->set_serves_one_connection(mode == run_mode::until_idle);
     port_->set_owner_thread(std::this_thread::get_id());
     for (;;) {
         if (stopping_ && !stop_hooks_ran_) {

@@ -39,6 +39,11 @@ public:
     }
     /// The loop's thread starts or stops running it.
     void set_owner_thread(std::thread::id id) noexcept { owner_thread_.store(id, std::memory_order_release); }
+    /// Whether the loop serves one connection and then ends (the blocking backend): long-lived
+    /// work such as an upstream client's pool must not live there. Set before the loop runs
+    /// its first task; readable from any thread.
+    bool serves_one_connection() const noexcept { return one_connection_.load(std::memory_order_acquire); }
+    void set_serves_one_connection(bool v) noexcept { one_connection_.store(v, std::memory_order_release); }
     /// The loop itself; only for tasks, which run on the loop's thread while it lives.
     detail::loop& owner_loop() const noexcept { return *loop_; }
 
@@ -47,6 +52,7 @@ private:
     std::vector<task> tasks_;
     std::atomic<bool> nonempty_{false}; // lets the loop skip the lock when nothing was posted
     std::atomic<std::thread::id> owner_thread_{};
+    std::atomic<bool> one_connection_{false};
     detail::loop* loop_;
     io::driver* driver_; // null once closed
 };

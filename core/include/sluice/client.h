@@ -1,0 +1,206 @@
+// sluice::client: an HTTP/1.1 client for one upstream service, on the server's own loops.
+//
+//   sluice::client api(sluice::upstream({"10.0.0.5:8080", "10.0.0.6:8080"}), {.max_connections = 100});
+//
+//   // callback style: `done` runs on ex's loop
+//   api.send(ex.executor(), {.method = "GET", .target = "/work"},
+//   [ctx](sluice::result<sluice::client_response> r) {...});
+//   // coroutine style
+//   sluice::result<sluice::client_response> r = co_await api.async_send(ex.executor(), {.target = "/files"});
+//   // blocking style (sync handlers; on an inline reactor loop this stalls the loop)
+//   sluice::result<sluice::client_response> r = api.send_blocking({.target = "/files"});
+//
+// One implementation under the three styles (docs/client.md):
+// - A call runs on a reactor loop: the executor's own loop when it is a reactor loop (epoll,
+//   uring), otherwise (the blocking backend, an empty executor, send_blocking) on ONE reactor
+//   loop thread that the client starts on first need (the first of uring, epoll that runs
+//   here). Never a thread per call.
+// - Each loop keeps its own keep-alive pool for this upstream (max_connections is per loop).
+// - Every failure is a distinct client_errc; a call completes exactly once.
+// - Retry rule: a call is retried once, at once, on a fresh connection only when its
+//   connection came from the pool, no byte of a response arrived, and the method is idempotent
+//   (RFC 9110 §9.2.2) or nothing of the request was written. Never a POST whose body went out.
+// - Hop-by-hop headers (Connection, Keep-Alive, TE, Trailer, Upgrade, Proxy-*, Transfer-Encoding,
+//   and those named in Connection) in a client_request are never sent; the client writes its
+//   own Host (unless the request has one), Content-Length and Connection.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <sluice/async_op.h>
+#include <sluice/executor.h>
+#include <sluice/result.h>
+
+namespace sluice {
+
+namespace detail {
+class client_core;
+class client_call_state;
+struct upstream_state;
+} // namespace detail
+
+/// Why a client call failed. Each is distinct, so a gateway can answer 502 or 504.
+enum class client_errc {
+    refused = 1,        ///< every address tried refused the connection (or is marked failed)
+    connect_timed_out,  ///< connect() did not finish within connect_timeout
+    response_timed_out, ///< the response did not complete within response_timeout
+    pool_exhausted,     ///< max_connections busy and max_pending calls wait already
+    acquire_timed_out,  ///< waited acquire_timeout for a connection of the pool
+    reset,              ///< the upstream closed or reset the connection before the response ended
+    malformed_response, ///< the response broke HTTP/1.1 (bad syntax, HTTP/0.9, conflicting framing)
+    response_too_large, ///< the response (head + body) exceeded max_response_bytes
+    cancelled,          ///< cancel(), the client's destruction, or the loop stopped
+    invalid_request,    ///< the request cannot be sent safely (CR/LF/NUL in a field, bad method/target)
+};
+
+const std::error_category& client_category() noexcept;
+
+inline std::error_code make_error_code(client_errc e) noexcept {
+    return {static_cast<int>(e), client_category()};
+}
+
+struct client_options {
+    /// Connections of one loop's pool (busy + idle) to this upstream.
+    std::size_t max_connections = 100;
+    /// Calls of one loop that wait for a connection; one more fails at once with pool_exhausted.
+    std::size_t max_pending = 1000;
+    /// The longest a call waits for a pool connection (acquire_timed_out).
+    std::chrono::milliseconds acquire_timeout{5000};
+    /// The longest one connect() may take (connect_timed_out; the address is then skipped).
+    std::chrono::milliseconds connect_timeout{2000};
+    /// From the first byte of the request written to the last byte of the response.
+    std::chrono::milliseconds response_timeout{30000};
+    /// A pooled idle connection is closed after this long (under the usual 60 s of upstreams).
+    std::chrono::milliseconds idle_timeout{50000};
+    /// Requests one connection serves before it is closed; 0 = unlimited.
+    std::uint64_t max_requests_per_connection = 0;
+    /// A connection older than this is not reused; 0 = unlimited.
+    std::chrono::milliseconds max_connection_lifetime{0};
+    /// How long an address that refused or timed out is skipped (nginx fail_timeout).
+    std::chrono::milliseconds fail_timeout{10000};
+    /// Head plus buffered body of one response (response_too_large beyond).
+    std::size_t max_response_bytes = 64u * 1024 * 1024;
+};
+
+/// One upstream service: one or more "host:port" (or "[v6]:port") addresses.
+class upstream {
+public:
+    /// Resolves every address now, on the calling thread (never on an I/O loop). Throws
+    /// std::invalid_argument naming the address that is malformed or does not resolve, or when
+    /// the list is empty.
+    explicit upstream(std::vector<std::string> addresses);
+    upstream(std::initializer_list<std::string> addresses) : upstream(std::vector<std::string>(addresses)) {}
+
+    /// The addresses as given.
+    const std::vector<std::string>& names() const noexcept;
+    /// For the library: the resolved state.
+    const std::shared_ptr<detail::upstream_state>& state() const noexcept { return state_; }
+
+private:
+    std::shared_ptr<detail::upstream_state> state_;
+};
+
+/// A header field of a client request or response.
+struct client_header {
+    std::string name;
+    std::string value;
+};
+
+struct client_request {
+    std::string method = "GET";
+    /// origin-form: "/path?query".
+    std::string target = "/";
+    /// End-to-end headers; hop-by-hop ones are dropped (see top). Host is the upstream's name
+    /// unless given here.
+    std::vector<client_header> headers{};
+    /// The body, owned by the request.
+    std::string body{};
+    /// A borrowed body (e.g. the incoming request's body, forwarded without a copy), used
+    /// instead of `body` when its data() is not null. The bytes must stay valid until the
+    /// callback has run, or the call was cancelled and the exchange that owns them ended on
+    /// that loop (the client closes the connection before that).
+    std::string_view body_view{};
+};
+
+struct client_response {
+    int status = 0;
+    std::vector<client_header> headers{};
+    std::string body{};
+    /// The first header of that name (case-insensitive).
+    std::optional<std::string_view> header(std::string_view name) const noexcept;
+};
+
+/// A call in flight. Copies share the call; a default-constructed handle refers to none.
+class client_call {
+public:
+    client_call() noexcept = default;
+    explicit client_call(std::shared_ptr<detail::client_call_state> s) noexcept : state_(std::move(s)) {}
+
+    /// Cancels the call: its callback runs with client_errc::cancelled, and its upstream
+    /// connection is closed (a half-used connection is never pooled). Thread-safe; the work is
+    /// done on the call's loop. False when the call had completed (or been cancelled) already.
+    bool cancel() const noexcept;
+
+private:
+    std::shared_ptr<detail::client_call_state> state_;
+};
+
+struct client_stats {
+    std::uint64_t connects = 0;  ///< connections opened
+    std::uint64_t reused = 0;    ///< calls served on a pooled connection
+    std::uint64_t retried = 0;   ///< calls retried on a fresh connection (the stale keep-alive case)
+    std::uint64_t completed = 0; ///< calls completed with a response
+    std::uint64_t failed = 0;    ///< calls completed with an error (cancelled included)
+    std::size_t open = 0;        ///< connections open now (busy + idle, every loop)
+};
+
+using client_callback = std::function<void(result<client_response>)>;
+
+class client {
+public:
+    /// Starts no thread; the client's own loop starts on first need.
+    explicit client(upstream target, client_options options = {});
+    /// Cancels every call in flight (their callbacks run with cancelled, on their loops, unless
+    /// those have stopped), closes every connection, and joins the client's own loop thread.
+    /// Must not run on the client's own loop (that is, not inside a callback of a call made
+    /// without a reactor executor).
+    ~client();
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+
+    /// Sends `request`; `done` runs exactly once on `on`'s loop (posted, never inline), with
+    /// the response or an error. If that loop has stopped by then, `done` is destroyed unrun.
+    /// Thread-safe. An empty executor: `done` runs on the client's own loop.
+    client_call send(const executor& on, client_request request, client_callback done);
+
+    /// The coroutine style: `co_await client.async_send(ex.executor(), req)`. When the exchange
+    /// ends first (client gone, async timeout, stop) the call is cancelled (its connection
+    /// closed) and the await gives std::errc::operation_canceled (the async_op contract).
+    async_op<client_response> async_send(const executor& on, client_request request);
+
+    /// The blocking style: runs the call on the client's own loop and waits for it. Thread-safe.
+    /// Called on a reactor loop it blocks that loop for the whole call (the watchdog names it).
+    result<client_response> send_blocking(client_request request);
+
+    client_stats stats() const noexcept;
+    const client_options& options() const noexcept;
+
+private:
+    std::shared_ptr<detail::client_core> core_;
+};
+
+} // namespace sluice
+
+template <>
+struct std::is_error_code_enum<sluice::client_errc> : std::true_type {};

@@ -1,0 +1,54 @@
+// One client call: what the caller asked, where its outcome goes, and its place in a pool.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <sluice/client.h>
+
+#include "loop/loop_port.h"
+#include "loop/timer_heap.h"
+
+namespace sluice::detail {
+
+class client_pool;
+class client_connection;
+
+/// Atomics any thread reads (stats()); written on the loops.
+struct client_counters {
+    std::atomic<std::uint64_t> connects{0};
+    std::atomic<std::uint64_t> reused{0};
+    std::atomic<std::uint64_t> retried{0};
+    std::atomic<std::uint64_t> completed{0};
+    std::atomic<std::uint64_t> failed{0};
+    std::atomic<std::int64_t> open{0};
+};
+
+class client_call_state {
+public:
+    using deliver_fn = std::function<void(result<client_response>)>;
+
+    client_call_state(client_request r, deliver_fn d) : request(std::move(r)), deliver(std::move(d)) {}
+
+    // Set before the call is posted to its loop; constant afterwards.
+    client_request request;
+    deliver_fn deliver;              ///< runs on the call's loop; must not run user code inline (it posts)
+    std::shared_ptr<loop_port> port; ///< the loop that runs the call
+
+    std::atomic<bool> cancel_requested{false};
+    std::atomic<bool> finished{false};
+
+    // The call's loop thread only.
+    std::string head;                  ///< the serialised request head (kept for a retry)
+    client_response response;          ///< filled by the connection's session
+    client_pool* pool = nullptr;       ///< while waiting for a connection
+    client_connection* conn = nullptr; ///< while a connection serves it
+    timer acquire_timer;               ///< armed while waiting
+    bool waiting = false;
+    bool retried = false;
+    std::size_t connect_attempts = 0;
+};
+
+} // namespace sluice::detail

@@ -1,0 +1,261 @@
+// One upstream connection (see client_connection.h for the state diagram).
+#include "client/client_connection.h"
+
+#include <cerrno>
+
+#include "client/client_pool.h"
+#include "http/client_request_writer.h"
+#include "loop/deadline.h"
+
+namespace sluice::detail {
+
+client_connection::client_connection(std::shared_ptr<client_pool> pool, std::size_t address)
+    : pool_(std::move(pool)), loop_(pool_->owner_loop()), transport_(loop_, *this),
+      session_(pool_->config().options.max_response_bytes), timer_(&on_timer, this), created_(loop_.now()),
+      address_(address) {
+    // The loop runs until every connection's fd is back from the driver (rule 4).
+    loop_.retain();
+    pool_->config().counters->open.fetch_add(1, std::memory_order_relaxed);
+    pool_->config().counters->connects.fetch_add(1, std::memory_order_relaxed);
+}
+
+void client_connection::start_connect(std::shared_ptr<client_call_state> call) noexcept {
+    call_ = std::move(call);
+    call_->conn = this;
+    const upstream_address& a = pool_->address(address_);
+    const int rc = transport_.open_and_connect(reinterpret_cast<const sockaddr*>(&a.addr), a.len);
+    if (rc < 0) {
+        on_connected(rc);
+        return;
+    }
+    arm(pool_->config().options.connect_timeout);
+}
+
+void client_connection::on_connected(int rc) noexcept {
+    if (state_ != state::connecting) {
+        return;
+    }
+    if (rc < 0 || transport_.start_receiving() < 0) {
+        auto call = std::move(call_);
+        if (call) {
+            call->conn = nullptr;
+        }
+        auto pool = pool_; // close_now() may free this at once
+        const std::size_t address = address_;
+        close_now();
+        if (call) {
+            pool->connect_failed(address, std::move(call), client_errc::refused);
+        }
+        return;
+    }
+    state_ = state::busy;
+    auto call = std::move(call_);
+    run(std::move(call), false);
+}
+
+void client_connection::run(std::shared_ptr<client_call_state> call, bool from_pool) noexcept {
+    call_ = std::move(call);
+    call_->conn = this;
+    state_ = state::busy;
+    from_pool_ = from_pool;
+    request_written_ = false;
+    ++served_;
+    session_.begin(call_->request.method == "HEAD", call_->response);
+    arm(pool_->config().options.response_timeout);
+    send_request();
+}
+
+void client_connection::send_request() noexcept {
+    const std::string_view body = http::request_body(call_->request);
+    const iovec iov[2] = {{call_->head.data(), call_->head.size()},
+                          {const_cast<char*>(body.data()), body.size()}};
+    sending_call_ = call_;
+    if (transport_.send(iov, 2) < 0) {
+        sending_call_.reset();
+        broken(-EIO);
+    }
+}
+
+void client_connection::on_sent(int rc) noexcept {
+    sending_call_.reset();
+    if (state_ != state::busy) {
+        return;
+    }
+    if (rc < 0) {
+        broken(rc);
+        return;
+    }
+    request_written_ = true;
+    if (session_.phase() == http::response_phase::complete) {
+        complete(false); // the response had come before the request was out
+    }
+}
+
+void client_connection::on_data(std::string_view bytes) noexcept {
+    if (state_ == state::idle) {
+        close_now(); // bytes nobody asked for: the connection is out of step
+        return;
+    }
+    if (state_ != state::busy) {
+        return;
+    }
+    const std::size_t used = session_.feed(bytes);
+    if (session_.phase() == http::response_phase::failed) {
+        finish_call(result<client_response>(session_.error()));
+        close_now();
+        return;
+    }
+    if (session_.phase() == http::response_phase::complete) {
+        if (!request_written_ && transport_.sending()) {
+            // An early answer (a 413, say) while the body still goes out: hand it over now;
+            // the connection cannot be reused (the upstream stopped reading).
+            finish_call(result<client_response>(std::move(call_->response)));
+            close_now();
+            return;
+        }
+        complete(used < bytes.size());
+    }
+}
+
+void client_connection::complete(bool extra_bytes) noexcept {
+    const bool keep = session_.keep_alive() && request_written_ && !extra_bytes && !pool_->stopped();
+    finish_call(result<client_response>(std::move(call_->response)));
+    if (!keep || !reusable(loop_.now())) {
+        close_now();
+        return;
+    }
+    state_ = state::idle;
+    arm(pool_->config().options.idle_timeout);
+    pool_->put_idle(this);
+}
+
+void client_connection::on_peer_closed(int rc) noexcept {
+    if (state_ == state::idle) {
+        close_now(); // the upstream closed a pooled connection (its keep-alive timeout)
+        return;
+    }
+    if (state_ != state::busy) {
+        return;
+    }
+    if (rc == 0 && session_.started()) {
+        session_.finish(); // a close-delimited body ends here
+        if (session_.phase() == http::response_phase::complete) {
+            finish_call(result<client_response>(std::move(call_->response)));
+            close_now();
+            return;
+        }
+    }
+    broken(rc);
+}
+
+void client_connection::broken(int) noexcept {
+    if (state_ != state::busy || !call_) {
+        return;
+    }
+    // The retry rule (docs/client.md): once, on a fresh connection, only for a pooled
+    // connection that may have gone stale while idle, when the upstream has said nothing
+    // and repeating the request cannot do harm twice: an idempotent method, or provably
+    // nothing written (no send in flight, none completed).
+    const bool nothing_written = !request_written_ && !transport_.sending() && transport_.bytes_sent() == 0;
+    const bool may_retry = from_pool_ && !session_.started() && !call_->retried &&
+                           (http::is_idempotent(call_->request.method) || nothing_written);
+    if (may_retry) {
+        auto call = std::move(call_);
+        call->conn = nullptr;
+        auto pool = pool_;
+        close_now();
+        pool->retry(std::move(call));
+        return;
+    }
+    const std::error_code e = session_.phase() == http::response_phase::failed && session_.error()
+                                  ? session_.error()
+                                  : std::error_code(client_errc::reset);
+    finish_call(result<client_response>(e));
+    close_now();
+}
+
+void client_connection::abort_call(std::error_code why) noexcept {
+    if (call_) {
+        finish_call(result<client_response>(why));
+    }
+    close_now();
+}
+
+void client_connection::finish_call(result<client_response> r) noexcept {
+    if (!call_) {
+        return;
+    }
+    auto call = std::move(call_);
+    call->conn = nullptr;
+    pool_->deliver(call, std::move(r));
+}
+
+bool client_connection::reusable(clock::time_point now) const noexcept {
+    const client_options& o = pool_->config().options;
+    if (o.max_requests_per_connection != 0 && served_ >= o.max_requests_per_connection) {
+        return false;
+    }
+    if (o.max_connection_lifetime.count() > 0 && now >= deadline_after(created_, o.max_connection_lifetime)) {
+        return false;
+    }
+    return true;
+}
+
+void client_connection::arm(std::chrono::milliseconds d) noexcept {
+    loop_.arm(timer_, deadline_after(loop_.now(), d));
+}
+
+void client_connection::on_timer(timer& t) noexcept {
+    static_cast<client_connection*>(t.ctx)->timed_out();
+}
+
+void client_connection::timed_out() noexcept {
+    switch (state_) {
+    case state::connecting: {
+        auto call = std::move(call_);
+        if (call) {
+            call->conn = nullptr;
+        }
+        auto pool = pool_;
+        const std::size_t address = address_;
+        close_now();
+        if (call) {
+            pool->connect_failed(address, std::move(call), client_errc::connect_timed_out);
+        }
+        break;
+    }
+    case state::busy:
+        finish_call(result<client_response>(client_errc::response_timed_out));
+        close_now();
+        break;
+    case state::idle:
+        close_now();
+        break;
+    case state::closing:
+        break;
+    }
+}
+
+void client_connection::close_now() noexcept {
+    if (state_ == state::closing) {
+        return;
+    }
+    state_ = state::closing;
+    loop_.cancel(timer_);
+    pool_->forget(this);
+    if (transport_.is_closed()) {
+        // Nothing was opened (socket() failed): no op::close will come.
+        on_closed();
+        return;
+    }
+    transport_.close();
+}
+
+void client_connection::on_closed() noexcept {
+    pool_->config().counters->open.fetch_sub(1, std::memory_order_relaxed);
+    detail::loop& l = loop_;
+    delete this;
+    l.release();
+}
+
+} // namespace sluice::detail

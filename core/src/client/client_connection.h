@@ -1,0 +1,82 @@
+// One upstream connection of a pool: the client session over a transport.
+//
+//   start_connect()      on_connected(0)        response complete, reusable
+//   [connecting] ------------------> [busy] ---------------------------------> [idle]
+//        |                             |  ^                                      |
+//        |                             |  +---------- run(next call) ------------+
+//        +-- refused / connect timeout +-- error, timeout, cancel, not reusable -+-- EOF, idle timeout,
+//        v                             v                                         v   lifetime, stray bytes
+//     [closing] <--------------------------------------------------------------------+
+//        |  driver's op::close
+//        v
+//      freed (the loop's live count drops)
+//
+// Everything runs on the pool's loop thread. The connection holds its pool (shared) until
+// it is freed, so a pool outlives every connection and every send in flight.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "client/client_call.h"
+#include "client/transport.h"
+#include "http/client_session.h"
+#include "loop/loop.h"
+
+namespace sluice::detail {
+
+class client_pool;
+
+class client_connection final : public transport_user {
+public:
+    client_connection(std::shared_ptr<client_pool> pool, std::size_t address);
+    client_connection(const client_connection&) = delete;
+    client_connection& operator=(const client_connection&) = delete;
+
+    /// Connects for `call`, which runs once connected (or fails through the pool).
+    void start_connect(std::shared_ptr<client_call_state> call) noexcept;
+    /// Serves `call` on this idle connection.
+    void run(std::shared_ptr<client_call_state> call, bool from_pool) noexcept;
+    /// The call ends now with `why` (cancelled); the connection closes.
+    void abort_call(std::error_code why) noexcept;
+    /// Closes (idempotent); the pool stops counting this connection at once.
+    void close_now() noexcept;
+
+    /// Whether an idle connection may still be reused (lifetime, request count).
+    bool reusable(clock::time_point now) const noexcept;
+    bool idle() const noexcept { return state_ == state::idle; }
+
+    void on_connected(int result) noexcept override;
+    void on_data(std::string_view bytes) noexcept override;
+    void on_peer_closed(int result) noexcept override;
+    void on_sent(int result) noexcept override;
+    void on_closed() noexcept override;
+
+private:
+    enum class state : std::uint8_t { connecting, busy, idle, closing };
+
+    void send_request() noexcept;
+    void broken(int result) noexcept;
+    void complete(bool extra_bytes) noexcept;
+    void finish_call(result<client_response> r) noexcept;
+    void arm(std::chrono::milliseconds d) noexcept;
+    static void on_timer(timer& t) noexcept;
+    void timed_out() noexcept;
+
+    std::shared_ptr<client_pool> pool_;
+    loop& loop_;
+    transport transport_;
+    http::client_session session_;
+    std::shared_ptr<client_call_state> call_;
+    std::shared_ptr<client_call_state> sending_call_; // keeps the sent memory alive (driver rule 7)
+    timer timer_;
+    clock::time_point created_;
+    std::uint64_t served_ = 0;
+    std::size_t address_;
+    state state_ = state::connecting;
+    bool from_pool_ = false;
+    bool request_written_ = false;
+};
+
+} // namespace sluice::detail

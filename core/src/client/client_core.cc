@@ -1,0 +1,125 @@
+// Where client calls run: the caller's reactor loop, or the client's own one.
+#include "client/client_core.h"
+
+#include <algorithm>
+
+#include "client/client_connection.h"
+
+namespace sluice::detail {
+
+client_core::client_core(upstream u, client_options o) : options(o), target(std::move(u)) {}
+
+client_core::~client_core() {
+    shutdown();
+}
+
+std::shared_ptr<client_pool> client_core::pool_for(const std::shared_ptr<loop_port>& port) {
+    std::lock_guard lock(mu_);
+    for (auto& [p, pool] : pools_) {
+        if (p == port) {
+            return pool;
+        }
+    }
+    // Pools of loops that ended are dropped here, so a client that outlives servers does
+    // not keep their ports.
+    pools_.erase(
+        std::remove_if(pools_.begin(), pools_.end(), [](const auto& e) { return e.second->stopped(); }),
+        pools_.end());
+    auto pool =
+        std::make_shared<client_pool>(port->owner_loop(), pool_config{options, target.state(), counters});
+    pool->attach();
+    if (shut_) {
+        pool->shutdown();
+    }
+    pools_.emplace_back(port, pool);
+    return pool;
+}
+
+bool client_core::start(const std::shared_ptr<loop_port>& port, std::shared_ptr<client_call_state> call) {
+    call->port = port;
+    return port->post([self = shared_from_this(), port, call]() mutable {
+        std::shared_ptr<client_pool> pool;
+        try {
+            pool = self->pool_for(port);
+        } catch (...) {
+            call->finished.store(true);
+            call->deliver(result<client_response>(client_errc::cancelled));
+            return;
+        }
+        pool->submit(std::move(call));
+    });
+}
+
+std::shared_ptr<loop_port> client_core::own_port() {
+    std::unique_lock lock(mu_);
+    if (own_port_ || own_failed_ || shut_) {
+        return own_port_;
+    }
+    std::promise<std::shared_ptr<loop_port>> ready;
+    auto fut = ready.get_future();
+    own_thread_ = std::thread([this, &ready] { run_own_loop(ready); });
+    own_port_ = fut.get();
+    own_failed_ = own_port_ == nullptr;
+    if (own_failed_) {
+        lock.unlock();
+        own_thread_.join();
+    }
+    return own_port_;
+}
+
+void client_core::run_own_loop(std::promise<std::shared_ptr<loop_port>>& ready) noexcept {
+    // The first reactor backend that runs here (the "auto" order: uring, then epoll). The
+    // driver is built on this thread: an io_uring may be bound to the thread that made it.
+    std::unique_ptr<io::driver> driver;
+    io::driver_options opts;
+    opts.recv_buffer_count = 64;
+    opts.log = &log_;
+    for (const io::backend* b : io::registered_backends()) {
+        if (b->traits.connection_per_thread || !b->probe(opts).empty()) {
+            continue;
+        }
+        std::string error;
+        driver = b->create(opts, error);
+        if (driver) {
+            break;
+        }
+    }
+    if (!driver) {
+        log_.error("client: no reactor backend can run its loop");
+        ready.set_value(nullptr);
+        return;
+    }
+    try {
+        detail::loop l(std::move(driver), log_, 0);
+        ready.set_value(l.executor_port());
+        l.run(loop::run_mode::until_stopped);
+    } catch (...) {
+        log_.error("client: its own loop failed");
+    }
+}
+
+void client_core::shutdown() noexcept {
+    std::vector<std::pair<std::shared_ptr<loop_port>, std::shared_ptr<client_pool>>> pools;
+    std::shared_ptr<loop_port> own;
+    {
+        std::lock_guard lock(mu_);
+        if (shut_) {
+            return;
+        }
+        shut_ = true;
+        pools.swap(pools_);
+        own = own_port_;
+    }
+    for (auto& [port, pool] : pools) {
+        // On its own loop; a loop that has stopped shut its pool down already (stop hook).
+        (void)port->post([pool = pool] { pool->shutdown(); });
+    }
+    if (own) {
+        (void)own->post([own] { own->owner_loop().stop(); });
+    }
+    if (own_thread_.joinable()) {
+        own_thread_.join();
+    }
+}
+
+} // namespace sluice::detail

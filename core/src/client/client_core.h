@@ -1,0 +1,53 @@
+// The shared state behind sluice::client: options, the upstream, the pools of every loop the
+// client has run on, and the client's own reactor loop (started on first need).
+#pragma once
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <sluice/client.h>
+#include <sluice/log.h>
+
+#include "client/client_call.h"
+#include "client/client_pool.h"
+#include "loop/loop.h"
+
+namespace sluice::detail {
+
+class client_core : public std::enable_shared_from_this<client_core> {
+public:
+    client_core(upstream u, client_options o);
+    ~client_core();
+    client_core(const client_core&) = delete;
+    client_core& operator=(const client_core&) = delete;
+
+    /// Starts `call` on `port`'s loop (a reactor). Thread-safe. False when that loop has
+    /// stopped: the call was not started and its deliver function was not run.
+    bool start(const std::shared_ptr<loop_port>& port, std::shared_ptr<client_call_state> call);
+    /// The client's own loop, started on first use; null when no reactor backend runs here
+    /// (or the client is shutting down).
+    std::shared_ptr<loop_port> own_port();
+    /// Cancels every call of every loop, closes every connection, stops the own loop.
+    void shutdown() noexcept;
+
+    const client_options options;
+    const upstream target;
+    const std::shared_ptr<client_counters> counters = std::make_shared<client_counters>();
+
+private:
+    std::shared_ptr<client_pool> pool_for(const std::shared_ptr<loop_port>& port);
+    void run_own_loop(std::promise<std::shared_ptr<loop_port>>& ready) noexcept;
+
+    std::mutex mu_;
+    std::vector<std::pair<std::shared_ptr<loop_port>, std::shared_ptr<client_pool>>> pools_;
+    std::thread own_thread_;
+    std::shared_ptr<loop_port> own_port_;
+    bool own_failed_ = false;
+    bool shut_ = false;
+    logger log_{log_level::warn};
+};
+
+} // namespace sluice::detail

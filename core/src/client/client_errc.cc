@@ -1,0 +1,48 @@
+// The error category of client_errc.
+
+#include <string>
+
+#include <sluice/client.h>
+
+namespace sluice {
+namespace {
+
+class client_category_impl final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "sluice.client"; }
+
+    std::string message(int value) const override {
+        switch (static_cast<client_errc>(value)) {
+        case client_errc::refused:
+            return "upstream refused the connection";
+        case client_errc::connect_timed_out:
+            return "connecting to the upstream timed out";
+        case client_errc::response_timed_out:
+            return "upstream response timed out";
+        case client_errc::pool_exhausted:
+            return "upstream connection pool exhausted";
+        case client_errc::acquire_timed_out:
+            return "waiting for an upstream connection timed out";
+        case client_errc::reset:
+            return "upstream closed the connection";
+        case client_errc::malformed_response:
+            return "malformed upstream response";
+        case client_errc::response_too_large:
+            return "upstream response too large";
+        case client_errc::cancelled:
+            return "upstream call cancelled";
+        case client_errc::invalid_request:
+            return "request cannot be sent upstream";
+        }
+        return "unknown client error " + std::to_string(value);
+    }
+};
+
+} // namespace
+
+const std::error_category& client_category() noexcept {
+    static const client_category_impl category;
+    return category;
+}
+
+} // namespace sluice

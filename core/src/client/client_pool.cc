@@ -1,0 +1,262 @@
+// The per-loop keep-alive pool (see client_pool.h).
+#include "client/client_pool.h"
+
+#include <algorithm>
+
+#include "client/client_connection.h"
+#include "http/client_request_writer.h"
+#include "loop/deadline.h"
+
+namespace sluice::detail {
+
+namespace {
+
+std::int64_t ns_of(clock::time_point t) noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+} // namespace
+
+void client_pool::attach() {
+    // The server stops: calls still running here end with cancelled now rather than keep the
+    // loop alive for up to response_timeout (their exchanges are being drained anyway).
+    loop_.on_stop([self = shared_from_this()] { self->shutdown(); });
+}
+
+void client_pool::submit(std::shared_ptr<client_call_state> call) noexcept {
+    if (stopped_ || loop_.stop_requested() || call->cancel_requested.load(std::memory_order_acquire)) {
+        deliver(call, result<client_response>(client_errc::cancelled));
+        return;
+    }
+    try {
+        const std::error_code e = http::write_request_head(call->request, address(0).name, call->head);
+        if (e) {
+            deliver(call, result<client_response>(e));
+            return;
+        }
+    } catch (...) {
+        deliver(call, result<client_response>(client_errc::invalid_request));
+        return;
+    }
+    acquire(std::move(call));
+}
+
+void client_pool::acquire(std::shared_ptr<client_call_state> call) noexcept {
+    const clock::time_point now = loop_.now();
+    while (!idle_.empty()) {
+        client_connection* c = idle_.back();
+        idle_.pop_back();
+        if (!c->reusable(now)) {
+            c->close_now();
+            continue;
+        }
+        cfg_.counters->reused.fetch_add(1, std::memory_order_relaxed);
+        c->run(std::move(call), true);
+        return;
+    }
+    if (all_.size() < cfg_.options.max_connections) {
+        open_new(std::move(call));
+        return;
+    }
+    if (waiters_.size() >= cfg_.options.max_pending) {
+        deliver(call, result<client_response>(client_errc::pool_exhausted));
+        return;
+    }
+    try {
+        waiters_.push_back(call);
+    } catch (...) {
+        deliver(call, result<client_response>(client_errc::pool_exhausted));
+        return;
+    }
+    call->pool = this;
+    call->waiting = true;
+    call->acquire_timer.fire = &on_acquire_timeout;
+    call->acquire_timer.ctx = call.get();
+    loop_.arm(call->acquire_timer, deadline_after(now, cfg_.options.acquire_timeout));
+}
+
+void client_pool::open_new(std::shared_ptr<client_call_state> call) noexcept {
+    const long a = pick_address();
+    if (a < 0) {
+        deliver(call, result<client_response>(client_errc::refused)); // every address is marked down
+        return;
+    }
+    ++call->connect_attempts;
+    client_connection* c = nullptr;
+    try {
+        c = new client_connection(shared_from_this(), static_cast<std::size_t>(a));
+        all_.push_back(c);
+    } catch (...) {
+        if (c != nullptr) {
+            c->close_now();
+        }
+        deliver(call, result<client_response>(client_errc::refused));
+        return;
+    }
+    c->start_connect(std::move(call));
+}
+
+long client_pool::pick_address() noexcept {
+    const auto& addrs = cfg_.upstream->addresses;
+    const std::size_t n = addrs.size();
+    const std::int64_t now = ns_of(loop_.now());
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t k = cfg_.upstream->next.fetch_add(1, std::memory_order_relaxed) % n;
+        // One address is never skipped (nginx ignores fail_timeout for a single server): a
+        // refusal then fails only the calls that meet it.
+        if (n == 1 || addrs[k]->failed_until_ns.load(std::memory_order_relaxed) <= now) {
+            return static_cast<long>(k);
+        }
+    }
+    return -1;
+}
+
+void client_pool::connect_failed(std::size_t a, std::shared_ptr<client_call_state> call,
+                                 client_errc why) noexcept {
+    const auto& addrs = cfg_.upstream->addresses;
+    if (addrs.size() > 1) {
+        addrs[a]->failed_until_ns.store(ns_of(deadline_after(loop_.now(), cfg_.options.fail_timeout)),
+                                        std::memory_order_relaxed);
+    }
+    if (call->cancel_requested.load(std::memory_order_acquire) || stopped_) {
+        deliver(call, result<client_response>(client_errc::cancelled));
+        return;
+    }
+    // Like nginx's proxy_next_upstream error timeout: a connect that failed sent nothing, so
+    // the next address may take the call; each address at most once per call.
+    if (call->connect_attempts < addrs.size() && pick_address() >= 0) {
+        // pick_address() advanced the rotation; open_new picks again from there.
+        open_new(std::move(call));
+        return;
+    }
+    deliver(call, result<client_response>(why));
+}
+
+void client_pool::retry(std::shared_ptr<client_call_state> call) noexcept {
+    call->retried = true;
+    cfg_.counters->retried.fetch_add(1, std::memory_order_relaxed);
+    if (stopped_) {
+        deliver(call, result<client_response>(client_errc::cancelled));
+        return;
+    }
+    // At once and on a fresh connection, even when that briefly makes one more than
+    // max_connections (the stale one is closing): the call must not queue behind others.
+    open_new(std::move(call));
+}
+
+void client_pool::put_idle(client_connection* c) noexcept {
+    if (!waiters_.empty()) {
+        auto call = std::move(waiters_.front());
+        waiters_.pop_front();
+        call->waiting = false;
+        call->pool = nullptr;
+        loop_.cancel(call->acquire_timer);
+        cfg_.counters->reused.fetch_add(1, std::memory_order_relaxed);
+        c->run(std::move(call), true);
+        return;
+    }
+    try {
+        idle_.push_back(c);
+    } catch (...) {
+        c->close_now();
+    }
+}
+
+void client_pool::forget(client_connection* c) noexcept {
+    idle_.erase(std::remove(idle_.begin(), idle_.end(), c), idle_.end());
+    all_.erase(std::remove(all_.begin(), all_.end(), c), all_.end());
+    serve_waiters();
+}
+
+void client_pool::serve_waiters() noexcept {
+    while (!waiters_.empty() && !stopped_ && all_.size() < cfg_.options.max_connections) {
+        auto call = std::move(waiters_.front());
+        waiters_.pop_front();
+        call->waiting = false;
+        call->pool = nullptr;
+        loop_.cancel(call->acquire_timer);
+        open_new(std::move(call));
+    }
+}
+
+void client_pool::remove_waiter(client_call_state* call) noexcept {
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+        if (it->get() == call) {
+            auto keep = std::move(*it);
+            waiters_.erase(it);
+            keep->waiting = false;
+            keep->pool = nullptr;
+            loop_.cancel(keep->acquire_timer);
+            return;
+        }
+    }
+}
+
+void client_pool::on_acquire_timeout(timer& t) noexcept {
+    auto* call = static_cast<client_call_state*>(t.ctx);
+    client_pool* self = call->pool;
+    if (self == nullptr) {
+        return;
+    }
+    for (auto it = self->waiters_.begin(); it != self->waiters_.end(); ++it) {
+        if (it->get() == call) {
+            auto keep = std::move(*it);
+            self->waiters_.erase(it);
+            keep->waiting = false;
+            keep->pool = nullptr;
+            self->deliver(keep, result<client_response>(client_errc::acquire_timed_out));
+            return;
+        }
+    }
+}
+
+void client_pool::cancel(const std::shared_ptr<client_call_state>& call) noexcept {
+    if (call->finished.load(std::memory_order_acquire)) {
+        return;
+    }
+    if (call->waiting) {
+        remove_waiter(call.get());
+        deliver(call, result<client_response>(client_errc::cancelled));
+        return;
+    }
+    if (call->conn != nullptr) {
+        call->conn->abort_call(client_errc::cancelled); // closes: a half-used connection is never pooled
+    }
+    // Neither waiting nor on a connection: it has not reached the pool yet (submit() sees
+    // cancel_requested) or it is between two connections (connect_failed / retry see it).
+}
+
+void client_pool::shutdown() noexcept {
+    if (stopped_.exchange(true, std::memory_order_acq_rel)) {
+        return;
+    }
+    while (!waiters_.empty()) {
+        auto call = std::move(waiters_.front());
+        waiters_.pop_front();
+        call->waiting = false;
+        call->pool = nullptr;
+        loop_.cancel(call->acquire_timer);
+        deliver(call, result<client_response>(client_errc::cancelled));
+    }
+    // abort_call() and close_now() take connections out of all_ and idle_.
+    while (!all_.empty()) {
+        all_.back()->abort_call(client_errc::cancelled);
+    }
+    idle_.clear();
+}
+
+void client_pool::deliver(const std::shared_ptr<client_call_state>& call,
+                          result<client_response> r) noexcept {
+    if (call->finished.exchange(true, std::memory_order_acq_rel)) {
+        return;
+    }
+    (r ? cfg_.counters->completed : cfg_.counters->failed).fetch_add(1, std::memory_order_relaxed);
+    try {
+        call->deliver(std::move(r));
+    } catch (...) {
+        // The outcome could not be posted (out of memory): the caller's callback is dropped.
+    }
+    call->deliver = nullptr; // drop what it captured (a coroutine's completion) now
+}
+
+} // namespace sluice::detail

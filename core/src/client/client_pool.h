@@ -1,0 +1,81 @@
+// The keep-alive pool of one client on one loop, for one upstream.
+//
+// Connections: at most max_connections open or opening; idle ones reused most recently used
+// first (the warmest socket, and the cold ones age out through idle_timeout). Calls beyond
+// that wait FIFO, at most max_pending of them, each at most acquire_timeout. Everything runs
+// on the loop's thread; the pool is shut down (every call cancelled, every connection closed)
+// when the loop stops or the client is destroyed.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include <sluice/client.h>
+
+#include "client/client_call.h"
+#include "client/upstream.h"
+#include "loop/loop.h"
+
+namespace sluice::detail {
+
+class client_connection;
+
+struct pool_config {
+    client_options options;
+    std::shared_ptr<upstream_state> upstream;
+    std::shared_ptr<client_counters> counters;
+};
+
+class client_pool : public std::enable_shared_from_this<client_pool> {
+public:
+    client_pool(detail::loop& l, pool_config cfg) noexcept : loop_(l), cfg_(std::move(cfg)) {}
+    client_pool(const client_pool&) = delete;
+    client_pool& operator=(const client_pool&) = delete;
+
+    /// Registers the stop hook; once, right after construction, on the loop thread.
+    void attach();
+    /// A new call (the loop thread).
+    void submit(std::shared_ptr<client_call_state> call) noexcept;
+    /// cancel() of a handle (the loop thread).
+    void cancel(const std::shared_ptr<client_call_state>& call) noexcept;
+    /// Cancels every call, closes every connection, refuses new calls.
+    void shutdown() noexcept;
+    /// Any thread (the client prunes the pools of loops that ended).
+    bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
+
+    // For connections.
+    detail::loop& owner_loop() noexcept { return loop_; }
+    const pool_config& config() const noexcept { return cfg_; }
+    const upstream_address& address(std::size_t i) const noexcept { return *cfg_.upstream->addresses[i]; }
+    /// A connection served its call and may be reused.
+    void put_idle(client_connection* c) noexcept;
+    /// A connection closes: it no longer counts; waiters may get a new one.
+    void forget(client_connection* c) noexcept;
+    /// Connecting for `call` failed (refused / timed out): try another address or fail.
+    void connect_failed(std::size_t address, std::shared_ptr<client_call_state> call,
+                        client_errc why) noexcept;
+    /// The stale keep-alive case: `call` runs again, once, on a fresh connection.
+    void retry(std::shared_ptr<client_call_state> call) noexcept;
+    /// Ends a call: counts it and hands its outcome over.
+    void deliver(const std::shared_ptr<client_call_state>& call, result<client_response> r) noexcept;
+
+private:
+    void acquire(std::shared_ptr<client_call_state> call) noexcept;
+    void open_new(std::shared_ptr<client_call_state> call) noexcept;
+    void serve_waiters() noexcept;
+    void remove_waiter(client_call_state* call) noexcept;
+    /// The next address to connect to, round robin over those not marked failed; -1 if none.
+    long pick_address() noexcept;
+    static void on_acquire_timeout(timer& t) noexcept;
+
+    detail::loop& loop_;
+    pool_config cfg_;
+    std::vector<client_connection*> idle_; // most recently used at the back
+    std::vector<client_connection*> all_;  // open or opening (for shutdown)
+    std::deque<std::shared_ptr<client_call_state>> waiters_;
+    std::atomic<bool> stopped_{false}; // written on the loop, read by any thread
+};
+
+} // namespace sluice::detail

@@ -1,0 +1,280 @@
+// The client session over llhttp 8.1 in response mode, no lenient flags. See
+// client_session.h for the state diagram and what is refused.
+//
+// How the pieces fit:
+// - feed() hands llhttp at most the bytes still allowed by max_response_bytes, so an
+//   oversized response is caught after exactly that many bytes, whatever the split.
+// - on_message_complete of a final response returns HPE_PAUSED: llhttp stops right after
+//   it and llhttp_get_error_pos() says how much input it used. A 1xx response completes
+//   too; its message is dropped and parsing continues with the next one (RFC 9110 §15.2).
+// - A failing callback fails the session before llhttp reports its error, so llhttp's own
+//   errors map to malformed_response only when nothing else was said.
+#include "http/client_session.h"
+
+#include <string_view>
+
+#include <sluice/request.h>
+
+namespace sluice::http {
+
+namespace {
+
+constexpr int callback_error = -1;
+
+bool is_ows(char c) noexcept {
+    return c == ' ' || c == '\t';
+}
+
+std::string_view trim_ows(std::string_view s) noexcept {
+    while (!s.empty() && is_ows(s.front())) {
+        s.remove_prefix(1);
+    }
+    while (!s.empty() && is_ows(s.back())) {
+        s.remove_suffix(1);
+    }
+    return s;
+}
+
+} // namespace
+
+struct client_session::callbacks {
+    static client_session& self(llhttp_t* p) noexcept { return *static_cast<client_session*>(p->data); }
+
+    static int fail(llhttp_t* p, client_errc e) noexcept {
+        self(p).fail(e);
+        return callback_error;
+    }
+
+    // Appending may allocate; an exception must not unwind through llhttp's C frames.
+    template <class Store>
+    static int store(llhttp_t* p, Store&& do_store) noexcept {
+        try {
+            do_store(*self(p).out_);
+            return 0;
+        } catch (...) {
+            return fail(p, client_errc::response_too_large);
+        }
+    }
+
+    static int on_message_begin(llhttp_t* p) noexcept {
+        self(p).phase_ = response_phase::head;
+        return 0;
+    }
+
+    static int on_version_complete(llhttp_t* p) noexcept {
+        // llhttp takes any digit pair; only HTTP/1.x is spoken here (RFC 9110 §2.5).
+        return p->http_major == 1 ? 0 : fail(p, client_errc::malformed_response);
+    }
+
+    static int on_header_field(llhttp_t* p, const char* at, std::size_t n) noexcept {
+        client_session& s = self(p);
+        if (s.phase_ == response_phase::body) {
+            return 0; // a trailer field: dropped (RFC 9110 §6.5.1), counted by feed()
+        }
+        const bool first_piece = s.in_value_ || s.out_->headers.empty() || !s.in_name_;
+        s.in_value_ = false;
+        s.in_name_ = true;
+        return store(p, [&](client_response& r) {
+            if (first_piece) {
+                r.headers.emplace_back();
+            }
+            r.headers.back().name.append(at, n);
+        });
+    }
+
+    static int on_header_value(llhttp_t* p, const char* at, std::size_t n) noexcept {
+        client_session& s = self(p);
+        if (s.phase_ == response_phase::body) {
+            return 0;
+        }
+        s.in_value_ = true;
+        s.in_name_ = false;
+        return store(p, [&](client_response& r) { r.headers.back().value.append(at, n); });
+    }
+
+    static int on_header_field_complete(llhttp_t* p) noexcept {
+        client_session& s = self(p);
+        if (s.phase_ == response_phase::body) {
+            return 0;
+        }
+        // RFC 9112 §5.1: whitespace before the colon MUST be rejected (llhttp without strict
+        // mode keeps it in the name). A field with no name at all is no field.
+        if (s.out_->headers.empty() || s.out_->headers.back().name.empty() ||
+            is_ows(s.out_->headers.back().name.back())) {
+            return fail(p, client_errc::malformed_response);
+        }
+        return 0;
+    }
+
+    static int on_header_value_complete(llhttp_t* p) noexcept {
+        client_session& s = self(p);
+        if (s.phase_ == response_phase::body) {
+            return 0;
+        }
+        s.in_value_ = true;
+        s.in_name_ = false;
+        client_header& h = s.out_->headers.back();
+        h.value = std::string(trim_ows(h.value));
+        if (iequals(h.name, "transfer-encoding")) {
+            s.inspect_codings(h.value);
+        }
+        return 0;
+    }
+
+    static int on_headers_complete(llhttp_t* p) noexcept {
+        client_session& s = self(p);
+        const int status = p->status_code;
+        if (status == 101 || status < 100 || status > 599) {
+            return fail(p, client_errc::malformed_response); // no upgrade was asked for
+        }
+        // Only "chunked", once and last, is a framing a proxy can pass on as a plain body.
+        if (s.te_seen_ && (!s.te_chunked_last_ || s.te_other_)) {
+            return fail(p, client_errc::malformed_response);
+        }
+        s.out_->status = status;
+        s.phase_ = response_phase::body;
+        // A response to HEAD has no body whatever its headers say (RFC 9110 §9.3.2); 1 tells
+        // llhttp so. 1xx, 204 and 304 llhttp knows itself.
+        return (s.head_request_ && status >= 200) ? 1 : 0;
+    }
+
+    static int on_body(llhttp_t* p, const char* at, std::size_t n) noexcept {
+        return store(p, [&](client_response& r) { r.body.append(at, n); });
+    }
+
+    static int on_message_complete(llhttp_t* p) noexcept {
+        client_session& s = self(p);
+        if (s.out_->status < 200) {
+            s.reset_message(); // an interim response: the final one follows
+            return 0;
+        }
+        s.phase_ = response_phase::complete;
+        s.keep_alive_ = llhttp_should_keep_alive(p) != 0;
+        return HPE_PAUSED;
+    }
+};
+
+namespace {
+
+llhttp_settings_t make_settings() noexcept {
+    llhttp_settings_t settings;
+    llhttp_settings_init(&settings);
+    using cb = client_session::callbacks;
+    settings.on_message_begin = &cb::on_message_begin;
+    settings.on_version_complete = &cb::on_version_complete;
+    settings.on_header_field = &cb::on_header_field;
+    settings.on_header_field_complete = &cb::on_header_field_complete;
+    settings.on_header_value = &cb::on_header_value;
+    settings.on_header_value_complete = &cb::on_header_value_complete;
+    settings.on_headers_complete = &cb::on_headers_complete;
+    settings.on_body = &cb::on_body;
+    settings.on_message_complete = &cb::on_message_complete;
+    return settings;
+}
+
+const llhttp_settings_t& settings() noexcept {
+    static const llhttp_settings_t s = make_settings();
+    return s;
+}
+
+} // namespace
+
+client_session::client_session(std::size_t max_response_bytes) noexcept : max_bytes_(max_response_bytes) {
+    llhttp_init(&parser_, HTTP_RESPONSE, &settings());
+    parser_.data = this;
+}
+
+void client_session::begin(bool head_request, client_response& out) noexcept {
+    llhttp_init(&parser_, HTTP_RESPONSE, &settings());
+    parser_.data = this;
+    out_ = &out;
+    head_request_ = head_request;
+    received_ = 0;
+    phase_ = response_phase::idle;
+    error_ = {};
+    keep_alive_ = false;
+    reset_message();
+}
+
+void client_session::reset_message() noexcept {
+    out_->status = 0;
+    out_->headers.clear();
+    out_->body.clear();
+    if (phase_ != response_phase::idle) {
+        phase_ = response_phase::head;
+    }
+    in_value_ = false;
+    in_name_ = false;
+    te_seen_ = false;
+    te_chunked_last_ = false;
+    te_other_ = false;
+}
+
+void client_session::inspect_codings(std::string_view value) noexcept {
+    // A list of codings (RFC 9112 §6.1), possibly over several fields: remember whether the
+    // last one is chunked and whether any other appears.
+    te_seen_ = true;
+    while (!value.empty()) {
+        const auto comma = value.find(',');
+        const std::string_view item = trim_ows(value.substr(0, comma));
+        if (!item.empty()) {
+            if (te_chunked_last_) {
+                te_other_ = true; // chunked is not last (or appears twice)
+            }
+            te_chunked_last_ = iequals(item, "chunked");
+            if (!te_chunked_last_) {
+                te_other_ = true;
+            }
+        }
+        value = comma == std::string_view::npos ? std::string_view{} : value.substr(comma + 1);
+    }
+}
+
+void client_session::fail(client_errc e) noexcept {
+    if (phase_ != response_phase::failed) {
+        phase_ = response_phase::failed;
+        error_ = e;
+    }
+}
+
+std::size_t client_session::feed(std::string_view bytes) noexcept {
+    if (phase_ == response_phase::complete || phase_ == response_phase::failed || bytes.empty()) {
+        return 0;
+    }
+    const std::size_t allowed = max_bytes_ - received_;
+    const std::size_t n = bytes.size() < allowed ? bytes.size() : allowed;
+    if (phase_ == response_phase::idle) {
+        phase_ = response_phase::head;
+    }
+    const llhttp_errno_t err = n == 0 ? HPE_OK : llhttp_execute(&parser_, bytes.data(), n);
+    std::size_t used = n;
+    if (err == HPE_PAUSED) {
+        used = static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - bytes.data());
+    } else if (err != HPE_OK) {
+        fail(client_errc::malformed_response);
+    }
+    received_ += used;
+    if (phase_ != response_phase::complete && phase_ != response_phase::failed && bytes.size() > allowed) {
+        fail(client_errc::response_too_large);
+    }
+    return used;
+}
+
+void client_session::finish() noexcept {
+    if (phase_ == response_phase::complete || phase_ == response_phase::failed) {
+        return;
+    }
+    // llhttp_finish() runs on_message_complete for a body that ends with the stream; its
+    // HPE_PAUSED is then ours.
+    if (phase_ != response_phase::idle) {
+        const llhttp_errno_t err = llhttp_finish(&parser_);
+        (void)err;
+    }
+    if (phase_ == response_phase::complete) {
+        keep_alive_ = false; // the body ended with the connection
+        return;
+    }
+    fail(client_errc::reset); // the connection ended before the response did
+}
+
+} // namespace sluice::http

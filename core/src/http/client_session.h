@@ -1,0 +1,78 @@
+// The HTTP/1.1 client session: a sans-I/O response parser over llhttp (response mode).
+//
+// Bytes in, one response out. No sockets, no threads, no clocks.
+//
+//   begin(head_request)          feed() ... (1xx responses are dropped: back to head)
+//   [idle] ----------> [head] ----------> [body] ----------> [complete]
+//                         \                  \   finish() at end of stream (close-delimited body)
+//                          +------------------+---> [failed]: error() says malformed or too large
+//
+// Strict: the status line must say HTTP/1.x (no HTTP/0.9, whose "response" is any bytes);
+// Content-Length together with Transfer-Encoding, duplicate Content-Length, a transfer coding
+// other than a final chunked (RFC 9112 §6.3 would read such a body to the end of the
+// connection; a proxy must not guess), whitespace before a colon, and 101 (we never ask for an
+// upgrade) fail it. A response to HEAD, and 204 / 304, end with their head. Trailer fields are
+// dropped. max_response_bytes bounds the head and body together.
+#pragma once
+
+#include <llhttp.h>
+
+#include <cstddef>
+#include <string_view>
+#include <system_error>
+
+#include <sluice/client.h>
+
+namespace sluice::http {
+
+enum class response_phase { idle, head, body, complete, failed };
+
+class client_session {
+public:
+    explicit client_session(std::size_t max_response_bytes) noexcept;
+    client_session(const client_session&) = delete;
+    client_session& operator=(const client_session&) = delete;
+
+    /// Expects the response to the next request; `out` receives it and must outlive the feeds.
+    void begin(bool head_request, client_response& out) noexcept;
+
+    /// Parses bytes; returns how many were consumed (it stops at the end of the response, so
+    /// bytes past it — which a well-behaved upstream never sends — stay with the caller).
+    std::size_t feed(std::string_view bytes) noexcept;
+    /// The upstream closed its side: a close-delimited body completes; anything else unfinished
+    /// fails (the caller reports reset when no byte of the response arrived, else malformed).
+    void finish() noexcept;
+
+    response_phase phase() const noexcept { return phase_; }
+    /// Any byte of a response (a 1xx included) has been received since begin().
+    bool started() const noexcept { return received_ > 0; }
+    /// After complete: whether the connection may carry another request (HTTP/1.1 without
+    /// "Connection: close", or HTTP/1.0 with keep-alive, and a self-delimited body).
+    bool keep_alive() const noexcept { return keep_alive_; }
+    /// In failed: malformed_response, response_too_large, or reset (finish() before the end).
+    std::error_code error() const noexcept { return error_; }
+
+    struct callbacks; // llhttp reaches the session through these
+
+private:
+    friend struct callbacks;
+    void fail(client_errc e) noexcept;
+    void reset_message() noexcept;
+    void inspect_codings(std::string_view value) noexcept;
+
+    llhttp_t parser_;
+    client_response* out_ = nullptr;
+    std::size_t max_bytes_;
+    std::size_t received_ = 0;
+    response_phase phase_ = response_phase::idle;
+    std::error_code error_;
+    bool head_request_ = false;
+    bool keep_alive_ = false;
+    bool in_value_ = false; // the last header callback filled a value
+    bool in_name_ = false;  // ... or a name
+    bool te_seen_ = false;
+    bool te_chunked_last_ = false;
+    bool te_other_ = false;
+};
+
+} // namespace sluice::http

@@ -1,0 +1,395 @@
+// sluice::client on a real server loop against a scripted upstream on 127.0.0.1, on every
+// backend × dispatch mode (the blocking rows run their calls on the client's own loop): the
+// three call styles, keep-alive reuse, every error kind, the stale keep-alive retry rule,
+// and cancellation when the downstream client leaves.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <sluice/client.h>
+#include <sluice/coro.h>
+#include <sluice/exchange.h>
+
+#include "support/backend_matrix.h"
+#include "support/fake_upstream.h"
+#include "support/test_client.h"
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Answers every request on the connection with 200 "ok".
+void answer_all(upstream_conn& c) {
+    while (c.read_request()) {
+        if (!c.write(upstream_response(200, "ok"))) {
+            return;
+        }
+    }
+}
+
+std::string error_text(std::error_code e) {
+    return "error " + std::string(e.category().name()) + ":" + std::to_string(e.value());
+}
+
+std::string error_text(client_errc e) {
+    return error_text(make_error_code(e));
+}
+
+void write_outcome(response& res, const result<client_response>& r) {
+    if (r) {
+        res.status(r->status).text(r->body);
+    } else {
+        res.status(502).text(error_text(r.error()));
+    }
+}
+
+class client_test : public backend_test {
+protected:
+    void make_client(const std::vector<std::string>& addresses, client_options o = {}) {
+        client_ = std::make_unique<client>(upstream(addresses), o);
+    }
+
+    static client_request to_upstream(exchange& ex) {
+        client_request r{.method = std::string(ex.request().method()), .target = "/x"};
+        if (auto v = ex.request().header("x-up")) {
+            r.headers.push_back({"X-Up", std::string(*v)});
+        }
+        return r;
+    }
+
+    /// /cb: callback style (complete); /co: coroutine style (the body forwarded by view).
+    void add_routes() {
+        for (const char* method : {"GET", "POST"}) {
+            srv().route(method, "/cb", [this](exchange& ex) {
+                auto ctx = ex.start_async(10s);
+                client_request r = to_upstream(ex);
+                r.body = std::string(ex.request().body());
+                client_->send(ex.executor(), std::move(r), [ctx](result<client_response> out) mutable {
+                    response res;
+                    write_outcome(res, out);
+                    ctx.complete(std::move(res));
+                });
+            });
+            srv().route(method, "/co", [this](exchange& ex) -> task<> {
+                client_request r = to_upstream(ex);
+                r.body_view = ex.request().body();
+                result<client_response> out = co_await client_->async_send(ex.executor(), std::move(r));
+                write_outcome(ex.response(), out);
+            });
+        }
+    }
+
+    http_response call(std::string_view target, std::string_view method = "GET", std::string_view body = {}) {
+        test_client c(srv().port(), 10s);
+        std::string req = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: t\r\n";
+        if (!body.empty() || method == "POST") {
+            req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+        }
+        req += "\r\n";
+        req += body;
+        EXPECT_TRUE(c.send(req)) << c.error();
+        auto r = c.read_response();
+        EXPECT_TRUE(r) << c.error();
+        return r ? *r : http_response{};
+    }
+
+    void TearDown() override {
+        backend_test::TearDown();
+        client_.reset();
+    }
+
+    std::unique_ptr<client> client_;
+};
+
+TEST_P(client_test, both_styles_reuse_one_keep_alive_connection) {
+    std::atomic<int> requests{0};
+    fake_upstream up([&](upstream_conn& c) {
+        while (auto req = c.read_request()) {
+            ++requests;
+            const bool post = req->rfind("POST", 0) == 0;
+            const std::string body = post ? req->substr(req->find("\r\n\r\n") + 4) : "got";
+            if (!c.write(upstream_response(200, body))) {
+                return;
+            }
+        }
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    for (const char* style : {"/cb", "/co"}) {
+        auto r = call(style);
+        EXPECT_EQ(r.status, 200) << style << " " << r.body;
+        EXPECT_EQ(r.body, "got");
+        auto p = call(style, "POST", "payload");
+        EXPECT_EQ(p.status, 200) << style << " " << p.body;
+        EXPECT_EQ(p.body, "payload");
+    }
+    EXPECT_EQ(requests.load(), 4);
+    // Sequential calls on one loop (one I/O thread in tests) share one pooled connection; the
+    // pool of a blocking-backend server lives on the client's own loop.
+    EXPECT_EQ(up.accepted(), 1);
+    EXPECT_EQ(client_->stats().reused, 3u);
+}
+
+TEST_P(client_test, refused_on_a_closed_port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd); // bound once, never listening: connects are refused
+    make_client({"127.0.0.1:" + std::to_string(ntohs(a.sin_port))});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::refused));
+    EXPECT_EQ(call("/co").body, error_text(client_errc::refused));
+}
+
+TEST_P(client_test, response_timed_out) {
+    fake_upstream up([](upstream_conn& c) {
+        (void)c.read_request();
+        (void)c.wait_closed(3s); // never answers
+    });
+    make_client({up.address()}, {.response_timeout = 200ms});
+    add_routes();
+    srv().start();
+    const auto t0 = test_clock::now();
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::response_timed_out));
+    EXPECT_LT(test_clock::now() - t0, 2s);
+}
+
+TEST_P(client_test, pool_exhausted_and_acquire_timed_out) {
+    std::atomic<bool> release{false};
+    fake_upstream up([&](upstream_conn& c) {
+        while (c.read_request()) {
+            (void)wait_until([&] { return release.load(); }, 5s);
+            if (!c.write(upstream_response(200, "late"))) {
+                return;
+            }
+        }
+    });
+    make_client({up.address()}, {.max_connections = 1, .max_pending = 1, .acquire_timeout = 150ms});
+    add_routes();
+    srv().start();
+    // The first call holds the only connection.
+    test_client first(srv().port(), 10s);
+    ASSERT_TRUE(first.send(get_request("/cb"))) << first.error();
+    ASSERT_TRUE(wait_until([&] { return up.accepted() == 1; }));
+    // The second waits acquire_timeout, the third meanwhile finds the queue full.
+    test_client second(srv().port(), 10s);
+    ASSERT_TRUE(second.send(get_request("/co"))) << second.error();
+    ASSERT_TRUE(wait_until([&] { return srv().stats().exchanges_suspended >= 2; }));
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::pool_exhausted));
+    auto r2 = second.read_response();
+    ASSERT_TRUE(r2) << second.error();
+    EXPECT_EQ(r2->body, error_text(client_errc::acquire_timed_out));
+    release = true;
+    auto r1 = first.read_response();
+    ASSERT_TRUE(r1) << first.error();
+    EXPECT_EQ(r1->body, "late");
+}
+
+TEST_P(client_test, reset_before_any_response_byte) {
+    fake_upstream up([](upstream_conn& c) {
+        if (c.read_request()) {
+            c.reset();
+        }
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    // A fresh connection is never retried, whatever the method.
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::reset));
+    EXPECT_EQ(client_->stats().retried, 0u);
+}
+
+TEST_P(client_test, garbage_is_malformed) {
+    fake_upstream up([](upstream_conn& c) {
+        if (c.read_request()) {
+            (void)c.write("this is not HTTP at all\r\n\r\n");
+            (void)c.wait_closed(2s);
+        }
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/co").body, error_text(client_errc::malformed_response));
+}
+
+TEST_P(client_test, conflicting_framing_is_malformed) {
+    fake_upstream up([](upstream_conn& c) {
+        if (c.read_request()) {
+            (void)c.write(
+                "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+            (void)c.wait_closed(2s);
+        }
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::malformed_response));
+}
+
+TEST_P(client_test, response_too_large) {
+    fake_upstream up([](upstream_conn& c) {
+        if (c.read_request()) {
+            (void)c.write(upstream_response(200, std::string(100'000, 'x')));
+            (void)c.wait_closed(2s);
+        }
+    });
+    make_client({up.address()}, {.max_response_bytes = 10'000});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::response_too_large));
+}
+
+TEST_P(client_test, stale_pooled_connection_is_retried_for_get_only) {
+    // The first connection answers one request, then takes the next one and closes without a
+    // word (an upstream whose keep-alive timeout met our request). Later connections answer.
+    std::atomic<int> conn_no{0};
+    std::atomic<int> requests{0};
+    fake_upstream up([&](upstream_conn& c) {
+        const int n = ++conn_no;
+        if (n == 1) {
+            if (c.read_request()) {
+                ++requests;
+                (void)c.write(upstream_response(200, "first"));
+            }
+            if (c.read_request()) {
+                ++requests;
+            }
+            return; // closes
+        }
+        answer_all(c);
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, "first");
+    EXPECT_EQ(call("/cb").body, "ok"); // retried on a fresh connection
+    EXPECT_EQ(client_->stats().retried, 1u);
+    EXPECT_EQ(requests.load(), 2);
+    EXPECT_EQ(up.accepted(), 2);
+}
+
+TEST_P(client_test, stale_pooled_connection_is_not_retried_for_a_post_with_a_body) {
+    std::atomic<int> conn_no{0};
+    fake_upstream up([&](upstream_conn& c) {
+        if (++conn_no == 1) {
+            if (c.read_request()) {
+                (void)c.write(upstream_response(200, "first"));
+            }
+            (void)c.read_request(); // the POST's body went out: it may have had its effect
+            return;
+        }
+        answer_all(c);
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, "first");
+    EXPECT_EQ(call("/cb", "POST", "charge the card").body, error_text(client_errc::reset));
+    EXPECT_EQ(client_->stats().retried, 0u);
+    EXPECT_EQ(up.accepted(), 1);
+}
+
+TEST_P(client_test, downstream_disconnect_cancels_the_call_and_leaks_nothing) {
+    std::atomic<bool> upstream_saw_close{false};
+    std::atomic<int> conn_no{0};
+    fake_upstream up([&](upstream_conn& c) {
+        if (++conn_no == 1) { // the warm-up: answers and closes, nothing stays pooled
+            if (c.read_request()) {
+                (void)c.write(upstream_response(200, "warm", "Connection: close\r\n"));
+            }
+            return;
+        }
+        if (c.read_request()) {
+            upstream_saw_close = c.wait_closed(5s);
+        }
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/co").body, "warm");
+    ASSERT_TRUE(wait_until([&] { return client_->stats().open == 0; }));
+    // Every socket of the warm-up closed on all three sides before counting.
+    ASSERT_TRUE(wait_until([&] { return up.closed() == 1 && srv().stats().connections_open == 0; }));
+    const int baseline = open_fd_count();
+    {
+        test_client c(srv().port());
+        ASSERT_TRUE(c.send(get_request("/co"))) << c.error();
+        ASSERT_TRUE(wait_until([&] { return conn_no.load() == 2; }));
+        ASSERT_TRUE(srv().wait_suspended(1));
+        c.close_abortive();
+    }
+    EXPECT_TRUE(wait_until([&] { return upstream_saw_close.load(); }))
+        << "the upstream connection stayed open";
+    EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; }));
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+    EXPECT_TRUE(wait_until([&] { return open_fd_count() == baseline; }))
+        << open_fd_count() << " fds open, " << baseline << " before";
+    EXPECT_EQ(client_->stats().failed, 1u);
+}
+
+TEST_P(client_test, a_dead_address_is_skipped_for_fail_timeout) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    fake_upstream up(answer_all);
+    make_client({"127.0.0.1:" + std::to_string(ntohs(a.sin_port)), up.address()},
+                {.max_requests_per_connection = 1});
+    add_routes();
+    srv().start();
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(call("/cb").body, "ok") << i;
+    }
+    // Four connections to the live address, at most one attempt at the dead one.
+    EXPECT_LE(client_->stats().connects, 5u);
+    EXPECT_EQ(up.accepted(), 4);
+}
+
+TEST_P(client_test, chunked_interim_and_close_delimited_responses) {
+    std::atomic<int> conn_no{0};
+    fake_upstream up([&](upstream_conn& c) {
+        if (++conn_no == 1) {
+            if (c.read_request()) {
+                (void)c.write(
+                    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                    "4\r\nchun\r\n3\r\nked\r\n0\r\n\r\n");
+            }
+            if (c.read_request()) { // the same connection: chunked framing kept it reusable
+                (void)c.write("HTTP/1.1 200 OK\r\n\r\nto the end");
+            }
+            return; // closes: the end of the second body
+        }
+        answer_all(c);
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, "chunked");
+    EXPECT_EQ(call("/co").body, "to the end");
+    EXPECT_EQ(up.accepted(), 1);
+    EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; }))
+        << "a close-delimited connection is not pooled";
+}
+
+SLUICE_BACKEND_SUITE(client_test);
+
+} // namespace
+} // namespace sluice::test

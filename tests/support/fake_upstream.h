@@ -1,0 +1,85 @@
+// A scripted upstream on 127.0.0.1 for client tests: each accepted connection runs the script
+// on a thread of its own (blocking socket calls with deadlines), so a test decides byte by
+// byte what the "backend" does: answer, stall, close a keep-alive connection, send garbage.
+//
+//   fake_upstream up([](upstream_conn& c) {
+//       while (auto req = c.read_request()) { c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); }
+//   });
+//   sluice::client cl(sluice::upstream({up.address()}));
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "support/deadline.h"
+
+namespace sluice::test {
+
+/// One accepted connection, as the script sees it.
+class upstream_conn {
+public:
+    explicit upstream_conn(int fd) noexcept : fd_(fd) {}
+    /// The next request (head + Content-Length body), nullopt at EOF, error or timeout.
+    std::optional<std::string> read_request(std::chrono::milliseconds timeout = default_timeout);
+    bool write(std::string_view bytes);
+    /// Waits until the peer closes (EOF or reset); false on timeout.
+    bool wait_closed(std::chrono::milliseconds timeout = default_timeout);
+    /// Closes with RST.
+    void reset() noexcept;
+    int fd() const noexcept { return fd_; }
+
+private:
+    int fd_;
+    std::string in_;
+};
+
+class fake_upstream {
+public:
+    using script = std::function<void(upstream_conn&)>;
+
+    /// Listens on 127.0.0.1:0 with the given backlog.
+    explicit fake_upstream(script s, int backlog = 128);
+    ~fake_upstream();
+    fake_upstream(const fake_upstream&) = delete;
+    fake_upstream& operator=(const fake_upstream&) = delete;
+
+    std::uint16_t port() const noexcept { return port_; }
+    std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+    /// Connections accepted so far.
+    int accepted() const noexcept { return accepted_.load(); }
+    /// Connections whose script has returned and whose fd is closed.
+    int closed() const noexcept { return closed_.load(); }
+    /// Stops accepting (the listening socket stays open: new connects sit in the backlog).
+    void pause_accepting() noexcept { paused_ = true; }
+
+private:
+    void accept_loop();
+
+    script script_;
+    int listen_fd_ = -1;
+    std::uint16_t port_ = 0;
+    std::atomic<bool> stop_{false};
+    std::atomic<bool> paused_{false};
+    std::atomic<int> accepted_{0};
+    std::atomic<int> closed_{0};
+    std::thread acceptor_;
+    std::mutex mu_;
+    std::vector<std::thread> conns_;
+    std::vector<int> fds_;
+};
+
+/// "HTTP/1.1 <status> X\r\nContent-Length: n\r\n\r\n<body>"
+std::string upstream_response(int status, std::string_view body, std::string_view extra_headers = {});
+
+/// Open file descriptors of this process (/proc/self/fd).
+int open_fd_count();
+
+} // namespace sluice::test
