@@ -174,6 +174,32 @@ TEST(client_own_loop, bad_addresses_are_refused_at_construction) {
     EXPECT_NO_THROW(upstream({"127.0.0.1:1", "[::1]:2", "localhost:3"}));
 }
 
+TEST(client_own_loop, against_a_sluice_upstream) {
+    test_server up("epoll", dispatch_mode::inline_io);
+    up.route("GET", "/text", [](exchange& ex) { ex.response().text("from sluice"); });
+    up.route("HEAD", "/text", [](exchange& ex) { ex.response().text("from sluice"); });
+    up.route("POST", "/echo", [](exchange& ex) { ex.response().text(std::string(ex.request().body())); });
+    up.start();
+    client cl(upstream({"127.0.0.1:" + std::to_string(up.port())}));
+    auto r = cl.send_blocking({.target = "/text"});
+    ASSERT_TRUE(r) << r.error().message();
+    EXPECT_EQ(r->body, "from sluice");
+    auto h = cl.send_blocking({.method = "HEAD", .target = "/text"});
+    ASSERT_TRUE(h) << h.error().message();
+    EXPECT_EQ(h->status, 200);
+    EXPECT_EQ(h->body, "");
+    EXPECT_EQ(h->header("content-length"), "11");
+    const std::string big(200'000, 'b');
+    auto p = cl.send_blocking({.method = "POST", .target = "/echo", .body = big});
+    ASSERT_TRUE(p) << p.error().message();
+    EXPECT_EQ(p->body, big);
+    auto missing = cl.send_blocking({.target = "/nope"});
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 404);
+    EXPECT_EQ(cl.stats().connects, 1u) << "every response kept the connection";
+    up.stop();
+}
+
 class client_sync_test : public backend_test {};
 
 TEST_P(client_sync_test, blocking_call_from_a_sync_handler) {

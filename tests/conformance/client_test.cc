@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <sluice/client.h>
 #include <sluice/coro.h>
@@ -19,6 +20,7 @@
 
 #include "support/backend_matrix.h"
 #include "support/fake_upstream.h"
+#include "support/multi_client.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -387,6 +389,66 @@ TEST_P(client_test, chunked_interim_and_close_delimited_responses) {
     EXPECT_EQ(up.accepted(), 1);
     EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; }))
         << "a close-delimited connection is not pooled";
+}
+
+TEST_P(client_test, many_concurrent_calls_share_a_small_pool) {
+    // 40 calls at once, 3 connections: the rest wait their turn (FIFO) and all succeed.
+    std::atomic<int> in_flight{0};
+    std::atomic<int> max_in_flight{0};
+    fake_upstream up([&](upstream_conn& c) {
+        while (c.read_request()) {
+            const int now = ++in_flight;
+            int seen = max_in_flight.load();
+            while (now > seen && !max_in_flight.compare_exchange_weak(seen, now)) {
+            }
+            std::this_thread::sleep_for(2ms); // a little work, so that calls overlap
+            --in_flight;
+            if (!c.write(upstream_response(200, "ok"))) {
+                return;
+            }
+        }
+    });
+    make_client({up.address()}, {.max_connections = 3, .max_pending = 100});
+    add_routes();
+    srv().start();
+    multi_client mc;
+    for (int i = 0; i < 40; ++i) {
+        mc.add(srv().port(), get_request(i % 2 == 0 ? "/cb" : "/co"));
+    }
+    ASSERT_TRUE(mc.send_all(10s)) << mc.first_error();
+    ASSERT_TRUE(mc.read_all(20s)) << mc.first_error();
+    for (std::size_t i = 0; i < mc.size(); ++i) {
+        ASSERT_TRUE(mc.response(i)) << i;
+        EXPECT_EQ(mc.response(i)->body, "ok") << i;
+    }
+    EXPECT_LE(up.accepted(), 3);
+    EXPECT_LE(max_in_flight.load(), 3);
+    EXPECT_EQ(client_->stats().completed, 40u);
+}
+
+TEST_P(client_test, server_stop_cancels_calls_in_flight_at_once) {
+    fake_upstream up([](upstream_conn& c) {
+        if (c.read_request()) {
+            (void)c.wait_closed(10s); // would hold the call for response_timeout
+        }
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().config().shutdown_timeout_ms = 1500;
+    srv().start();
+    test_client c(srv().port(), 10s);
+    ASSERT_TRUE(c.send(get_request("/co"))) << c.error();
+    ASSERT_TRUE(wait_until([&] { return up.accepted() == 1; }));
+    ASSERT_TRUE(srv().wait_suspended(1));
+    const auto t0 = test_clock::now();
+    srv().stop();
+    // On a reactor the call lives on the server's loop, whose pool cancels it when the stop
+    // begins. On the blocking backend it lives on the client's own loop, which outlives the
+    // server: the drain's end (shutdown_timeout_ms) ends the exchange, and so the call.
+    EXPECT_LT(test_clock::now() - t0, connection_per_thread() ? 4000ms : 1000ms)
+        << "the stop waited for the upstream";
+    EXPECT_TRUE(wait_until([&] { return up.closed() == 1; })) << "the upstream connection stayed open";
+    EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; }));
 }
 
 SLUICE_BACKEND_SUITE(client_test);

@@ -141,6 +141,13 @@ struct client_response {
     std::optional<std::string_view> header(std::string_view name) const noexcept;
 };
 
+/// Whether a header must not be forwarded by a proxy, in either direction (RFC 9110 §7.6.1):
+/// Connection, Keep-Alive, TE, Trailer, Upgrade, Proxy-*, Transfer-Encoding, and any name
+/// listed in a Connection header of `headers` (the message it belongs to). Content-Length is
+/// not among them (a gateway that re-frames a body replaces it itself). The client applies it
+/// to requests; a gateway applies it to the client_response headers it passes on.
+bool is_hop_by_hop_header(std::string_view name, const std::vector<client_header>& headers) noexcept;
+
 /// A call in flight. Copies share the call; a default-constructed handle refers to none.
 class client_call {
 public:

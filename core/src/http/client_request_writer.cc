@@ -48,6 +48,8 @@ bool is_safe_target(std::string_view method, std::string_view t) noexcept {
     return true;
 }
 
+} // namespace
+
 // Whether `name` appears in a comma-separated Connection value.
 bool listed_in(std::string_view list, std::string_view name) noexcept {
     while (!list.empty()) {
@@ -67,6 +69,8 @@ bool listed_in(std::string_view list, std::string_view name) noexcept {
     return false;
 }
 
+namespace {
+
 bool method_expects_body(std::string_view m) noexcept {
     return m == "POST" || m == "PUT" || m == "PATCH";
 }
@@ -74,22 +78,8 @@ bool method_expects_body(std::string_view m) noexcept {
 } // namespace
 
 bool is_hop_by_hop(std::string_view name, const client_request& req) noexcept {
-    static constexpr std::string_view fixed[] = {
-        "connection", "keep-alive", "te", "trailer", "upgrade", "transfer-encoding", "content-length"};
-    for (const auto f : fixed) {
-        if (iequals(name, f)) {
-            return true;
-        }
-    }
-    if (name.size() >= 6 && iequals(name.substr(0, 6), "proxy-")) {
-        return true;
-    }
-    for (const auto& h : req.headers) {
-        if (iequals(h.name, "connection") && listed_in(h.value, name)) {
-            return true;
-        }
-    }
-    return false;
+    // Content-Length too: the client frames the body it sends itself.
+    return iequals(name, "content-length") || is_hop_by_hop_header(name, req.headers);
 }
 
 bool is_idempotent(std::string_view m) noexcept {
@@ -129,3 +119,26 @@ std::error_code write_request_head(const client_request& req, std::string_view d
 }
 
 } // namespace sluice::http
+
+namespace sluice {
+
+bool is_hop_by_hop_header(std::string_view name, const std::vector<client_header>& headers) noexcept {
+    static constexpr std::string_view fixed[] = {"connection", "keep-alive", "te",
+                                                 "trailer",    "upgrade",    "transfer-encoding"};
+    for (const auto f : fixed) {
+        if (iequals(name, f)) {
+            return true;
+        }
+    }
+    if (name.size() >= 6 && iequals(name.substr(0, 6), "proxy-")) {
+        return true;
+    }
+    for (const auto& h : headers) {
+        if (iequals(h.name, "connection") && http::listed_in(h.value, name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace sluice

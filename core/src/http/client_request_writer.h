@@ -28,6 +28,9 @@ inline std::string_view request_body(const client_request& req) noexcept {
     return req.body_view.data() != nullptr ? req.body_view : std::string_view(req.body);
 }
 
+/// Whether `name` is among the comma-separated tokens of a Connection value.
+bool listed_in(std::string_view list, std::string_view name) noexcept;
+
 /// RFC 9110 §9.2.2: may be repeated with the same effect (GET, HEAD, OPTIONS, TRACE, PUT, DELETE).
 bool is_idempotent(std::string_view method) noexcept;
 

@@ -89,3 +89,20 @@ TEST(client_request_writer, idempotent_methods) {
 
 } // namespace
 } // namespace sluice::http
+
+namespace sluice {
+namespace {
+
+TEST(hop_by_hop_header, fixed_names_proxy_prefix_and_connection_tokens) {
+    const std::vector<client_header> h = {{"Connection", "close, X-Private"}, {"X-Private", "1"}};
+    for (const char* n : {"Connection", "keep-alive", "TE", "Trailer", "Upgrade", "Transfer-Encoding",
+                          "Proxy-Authenticate", "x-private"}) {
+        EXPECT_TRUE(is_hop_by_hop_header(n, h)) << n;
+    }
+    for (const char* n : {"Content-Length", "Content-Type", "X-Other", "Proxy"}) {
+        EXPECT_FALSE(is_hop_by_hop_header(n, h)) << n;
+    }
+}
+
+} // namespace
+} // namespace sluice
