@@ -4,7 +4,8 @@
 
 namespace gateway {
 
-sluice::client_request upstream_request(const sluice::exchange& ex, std::string_view upstream_path) {
+sluice::client_request upstream_request(const sluice::exchange& ex, std::string_view upstream_path,
+                                        body_hold hold) {
     const sluice::request& req = ex.request();
     sluice::client_request up;
     up.method = std::string(req.method());
@@ -15,9 +16,16 @@ sluice::client_request upstream_request(const sluice::exchange& ex, std::string_
     }
     up.headers = sluice::forwardable_headers(req);
     sluice::append_forwarded_for(up.headers, req.remote_address());
-    // Borrowed: the exchange (and its body) outlives the call, or the call is cancelled when
-    // the exchange ends (each style arranges that).
-    up.body_view = req.body();
+    // A borrowed body is sent from the exchange's memory by the upstream connection. A client
+    // that leaves ends the exchange, and its request slot (body included) goes back to the
+    // loop's pool and may be refilled, while client_call::cancel() is only posted to the loop
+    // and a send already submitted (io_uring) may still read the bytes. So only the sync style,
+    // whose handler holds the exchange until the call has ended, borrows.
+    if (hold == body_hold::borrow) {
+        up.body_view = req.body();
+    } else {
+        up.body = std::string(req.body());
+    }
     return up;
 }
 

@@ -26,7 +26,7 @@ sluice::handler sync_style(gateway& g, std::string path) {
         if (refused(ex)) {
             return;
         }
-        const result<client_response> r = g.api.send_blocking(upstream_request(ex, path));
+        const result<client_response> r = g.api.send_blocking(upstream_request(ex, path, body_hold::borrow));
         ex.response() = downstream_response(r);
     };
 }
@@ -38,7 +38,7 @@ sluice::handler async_style(gateway& g, std::string path) {
         }
         auto ctx = ex.start_async();
         const sluice::client_call call =
-            g.api.send(ex.executor(), upstream_request(ex, path),
+            g.api.send(ex.executor(), upstream_request(ex, path, body_hold::copy),
                        [ctx](result<client_response> r) mutable { ctx.complete(downstream_response(r)); });
         ctx.on_complete([call](const sluice::async_event&) { call.cancel(); }); // no-op once answered
     };
@@ -58,11 +58,12 @@ sluice::handler resume_style(gateway& g, std::string path) {
         }
         auto ctx = ex.start_async();
         const sluice::client_call call =
-            g.api.send(ex.executor(), upstream_request(ex, path), [ctx](result<client_response> r) mutable {
-                ctx.set_attribute("gateway.upstream",
-                                  std::make_shared<result<client_response>>(std::move(r)));
-                ctx.resume();
-            });
+            g.api.send(ex.executor(), upstream_request(ex, path, body_hold::copy),
+                       [ctx](result<client_response> r) mutable {
+                           ctx.set_attribute("gateway.upstream",
+                                             std::make_shared<result<client_response>>(std::move(r)));
+                           ctx.resume();
+                       });
         ctx.on_complete([call](const sluice::async_event&) { call.cancel(); });
     };
 }
@@ -74,7 +75,7 @@ sluice::handler co_style(gateway& g, std::string path) {
         }
         // Cancelled with the exchange (the async_op contract): the result is then not sent.
         const result<client_response> r =
-            co_await g.api.async_send(ex.executor(), upstream_request(ex, path));
+            co_await g.api.async_send(ex.executor(), upstream_request(ex, path, body_hold::copy));
         ex.response() = downstream_response(r);
     });
 }
