@@ -11,7 +11,8 @@
 // Hop-by-hop (RFC 9110 §7.6.1): Connection, Keep-Alive, TE, Trailer, Transfer-Encoding,
 // Upgrade, every Proxy-* field (Proxy-Authenticate, Proxy-Authorization, Proxy-Connection),
 // and every field named in a Connection header. They describe one connection and are never
-// forwarded, in either direction.
+// forwarded, in either direction. The rule is client.h's is_hop_by_hop_header(), which the
+// client applies to its requests too: one rule for both.
 #pragma once
 
 #include <optional>
@@ -24,9 +25,6 @@
 #include <sluice/response.h>
 
 namespace sluice {
-
-/// Whether `name` is hop-by-hop, given the headers of its message (for the Connection list).
-bool is_hop_by_hop(std::string_view name, const std::vector<client_header>& message_headers) noexcept;
 
 /// Removes every hop-by-hop field (see above) from a header list, in place; keeps the order of
 /// the rest. Either direction: a request to an upstream, or a response from one.

@@ -7,10 +7,6 @@ namespace sluice {
 
 namespace {
 
-bool is_ows(char c) noexcept {
-    return c == ' ' || c == '\t';
-}
-
 bool is_tchar(char c) noexcept {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
         return true;
@@ -18,55 +14,14 @@ bool is_tchar(char c) noexcept {
     return std::string_view{"!#$%&'*+-.^_`|~"}.find(c) != std::string_view::npos;
 }
 
-// Whether a comma-separated list (a Connection value) names `name` (case-insensitive).
-bool listed_in(std::string_view list, std::string_view name) noexcept {
-    while (!list.empty()) {
-        const auto comma = list.find(',');
-        std::string_view item = list.substr(0, comma);
-        while (!item.empty() && is_ows(item.front())) {
-            item.remove_prefix(1);
-        }
-        while (!item.empty() && is_ows(item.back())) {
-            item.remove_suffix(1);
-        }
-        if (!item.empty() && iequals(item, name)) {
-            return true;
-        }
-        list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-    }
-    return false;
-}
-
-bool is_fixed_hop_by_hop(std::string_view name) noexcept {
-    static constexpr std::string_view fixed[] = {"connection", "keep-alive",        "te",
-                                                 "trailer",    "transfer-encoding", "upgrade"};
-    for (const auto f : fixed) {
-        if (iequals(name, f)) {
-            return true;
-        }
-    }
-    // Proxy-Authenticate, Proxy-Authorization, Proxy-Connection (a pre-standard Connection),
-    // and any other Proxy-* field: all addressed to the next hop only.
-    return name.size() >= 6 && iequals(name.substr(0, 6), "proxy-");
-}
-
 } // namespace
-
-bool is_hop_by_hop(std::string_view name, const std::vector<client_header>& message_headers) noexcept {
-    if (is_fixed_hop_by_hop(name)) {
-        return true;
-    }
-    return std::any_of(message_headers.begin(), message_headers.end(), [&](const client_header& h) {
-        return iequals(h.name, "connection") && listed_in(h.value, name);
-    });
-}
 
 void strip_hop_by_hop(std::vector<client_header>& headers) {
     // Decide for every field against the list as received, then drop: removing Connection
     // first would forget the fields it names.
     std::vector<bool> drop(headers.size());
     for (std::size_t i = 0; i < headers.size(); ++i) {
-        drop[i] = is_hop_by_hop(headers[i].name, headers);
+        drop[i] = is_hop_by_hop_header(headers[i].name, headers);
     }
     std::size_t out = 0;
     for (std::size_t i = 0; i < headers.size(); ++i) {
@@ -190,7 +145,7 @@ std::string origin_target(const request& req) {
 void copy_response(const client_response& from, response& to) {
     to.status(from.status);
     for (const auto& h : from.headers) {
-        if (is_hop_by_hop(h.name, from.headers) || iequals(h.name, "content-length")) {
+        if (is_hop_by_hop_header(h.name, from.headers) || iequals(h.name, "content-length")) {
             continue;
         }
         try {

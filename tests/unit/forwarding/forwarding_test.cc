@@ -53,8 +53,8 @@ TEST(Forwarding, StripsEveryHopByHopFieldAndThoseNamedInConnection) {
 
 TEST(Forwarding, ConnectionListsAreCaseInsensitiveAndMayRepeat) {
     std::vector<client_header> hs{{"connection", "close"}, {"CONNECTION", "X-A"}, {"x-a", "1"}, {"X-B", "2"}};
-    EXPECT_TRUE(is_hop_by_hop("X-A", hs));
-    EXPECT_FALSE(is_hop_by_hop("X-B", hs));
+    EXPECT_TRUE(is_hop_by_hop_header("X-A", hs));
+    EXPECT_FALSE(is_hop_by_hop_header("X-B", hs));
     strip_hop_by_hop(hs);
     EXPECT_EQ(names(hs), (std::vector<std::string>{"X-B"}));
 }
