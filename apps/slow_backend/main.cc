@@ -4,7 +4,7 @@
 //   GET  /files         a JSON list of 100 objects (S3's list)
 //   POST /upload        reads the body through a shared link of --bandwidth-mbit (default 74,
 //                       S3's uplink; 0 = unlimited) and answers {"bytes":N,"fnv1a64":"..."}
-//   GET  /bytes?n=N     streams N bytes (chunked), 64 KiB per loop turn
+//   GET  /bytes?n=N     streams N bytes (chunked), 64 KiB each time the output drained
 //   GET  /stats         {"in_flight":..,"max_in_flight":..,"served":..}
 //   POST /stats/reset   zeroes served and max_in_flight
 #include <algorithm>
@@ -158,7 +158,7 @@ void add_routes(sluice::server& srv, app& a) {
         a.link->send(ex.executor(), ctx, body.size(), std::move(answer));
     });
 
-    // Resume style: each dispatch writes one chunk, then yields the loop until the next turn.
+    // Resume style: each dispatch writes one chunk, then waits for the output to drain.
     srv.get("/bytes", [&a](sluice::exchange& ex) {
         std::uint64_t left = 0;
         if (ex.is_initial()) {
@@ -181,10 +181,9 @@ void add_routes(sluice::server& srv, app& a) {
         }
         ex.set_attribute("left", left);
         auto ctx = ex.start_async();
-        // The chunk goes out when this returns; the next is written on a later loop turn. The core
-        // has no "output drained" signal yet, so a reader slower than the loop lets queued chunks
-        // grow: the pause below caps a stream at 64 KiB per millisecond.
-        ex.executor().post_after(std::chrono::milliseconds(1), [ctx]() mutable { ctx.resume(); });
+        // The chunk goes out when this returns; the next is written once the connection's queued
+        // output has drained to the low-water mark: a slow reader holds at most ~128 KiB here.
+        ctx.on_drained([ctx]() mutable { ctx.resume(); });
     });
 
     srv.get("/stats", [&a](sluice::exchange& ex) { ex.response().json(a.stats.json()); });

@@ -1,11 +1,15 @@
 // sluice-slow-backend as a real process: the delays, the list, the bandwidth-limited upload,
 // the streamed bytes and the in-flight counters that the S1/S3 runners read.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/app_process.h"
@@ -174,6 +178,44 @@ TEST_F(slow_backend_test, bytes_streams_exactly_n_bytes_of_the_pattern) {
     auto bad = fetch(get_request("/bytes?n=x"));
     ASSERT_TRUE(bad);
     EXPECT_EQ(bad->status, 400);
+}
+
+TEST_F(slow_backend_test, bytes_to_a_reader_that_pauses_keeps_the_backend_memory_flat) {
+    start();
+    ASSERT_TRUE(fetch(get_request("/bytes?n=1000000"))); // warm the loop's pools
+    const std::uint64_t before = app_->rss_bytes();
+    ASSERT_GT(before, 0u);
+    constexpr std::size_t total = std::size_t{128} << 20;
+    test_client c(app_->port(), milliseconds(60'000));
+    ASSERT_TRUE(c.send(get_request("/bytes?n=" + std::to_string(total)))) << c.error();
+    // The reader pauses: a stream without backpressure would queue tens of MiB meanwhile.
+    std::this_thread::sleep_for(milliseconds(1000));
+    const std::uint64_t paused = app_->rss_bytes();
+    RecordProperty("rss_before", std::to_string(before));
+    RecordProperty("rss_paused", std::to_string(paused));
+    // Read to the last chunk without parsing as it grows (128 MiB): the framing adds bytes.
+    std::uint64_t received = 0;
+    std::string tail;
+    std::string buf(1 << 20, '\0');
+    const auto deadline = test_clock::now() + milliseconds(60'000);
+    while (tail.find("\r\n0\r\n\r\n") == std::string::npos && test_clock::now() < deadline) {
+        const ssize_t n = ::recv(c.fd(), buf.data(), buf.size(), 0);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            pollfd p{c.fd(), POLLIN, 0};
+            (void)::poll(&p, 1, 100);
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        received += static_cast<std::uint64_t>(n);
+        tail =
+            tail.substr(tail.size() > 16 ? tail.size() - 16 : 0) + buf.substr(0, static_cast<std::size_t>(n));
+    }
+    EXPECT_NE(tail.find("\r\n0\r\n\r\n"), std::string::npos) << "the stream did not end";
+    EXPECT_GT(received, total);
+    EXPECT_LT(paused, before + (std::uint64_t{16} << 20))
+        << "RSS grew from " << before << " to " << paused << " bytes while the reader paused";
 }
 
 // The same smoke run on every backend this kernel can run.

@@ -108,3 +108,18 @@ int app_process::stop(std::chrono::milliseconds timeout) {
 }
 
 } // namespace sluice::test
+
+namespace sluice::test {
+
+std::uint64_t app_process::rss_bytes() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) {
+            return std::stoull(line.substr(6)) * 1024; // "VmRSS:    1234 kB"
+        }
+    }
+    return 0;
+}
+
+} // namespace sluice::test

@@ -27,6 +27,9 @@ public:
 
     bool started() const noexcept { return port_ != 0; }
     std::uint16_t port() const noexcept { return port_; }
+    pid_t pid() const noexcept { return pid_; }
+    /// The process's resident set (VmRSS) in bytes; 0 if it cannot be read.
+    std::uint64_t rss_bytes() const;
     const std::string& error() const noexcept { return error_; }
     /// Everything the app logged so far.
     std::string log() const;

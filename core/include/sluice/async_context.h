@@ -21,12 +21,19 @@
 //   new timeout (0: none), and the listeners run again when it fires.
 //   on_error runs when the client disconnects, a write fails or the server stops.
 //   on_complete runs exactly once, last, whatever the outcome.
+// - on_drained(fn) is the backpressure of a streamed response: fn runs once, on the loop,
+//   when the connection's queued output (what response::write() queued and the kernel has
+//   not taken yet) is at or below output_low_water and the exchange is suspended. It waits
+//   for the current suspension only: if the exchange leaves it otherwise (complete, resume,
+//   timeout, error, stop), fn is dropped unrun, so it never runs after the terminal
+//   transition. A client that leaves meanwhile ends the exchange with on_error as usual.
 // - A handle holds a reference to a small control block, never to the exchange, so a
 //   stale handle cannot touch a recycled exchange.
 #pragma once
 
 #include <any>
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -42,6 +49,10 @@ class async_state;
 }
 
 class async_context;
+
+/// on_drained() fires when a connection's queued output is at or below this many bytes. A
+/// handler that writes at most one chunk per drain keeps at most this plus one chunk queued.
+inline constexpr std::size_t output_low_water = std::size_t{64} * 1024;
 
 enum class async_event_kind { timeout, error, complete };
 
@@ -72,6 +83,10 @@ public:
     bool on_timeout(async_listener l);
     bool on_error(async_listener l);
     bool on_complete(async_listener l);
+    /// Runs fn once the connection's queued output has drained to output_low_water (see
+    /// above). One at a time: a second call replaces a pending fn. False if the exchange is done.
+    /// The usual use: write a chunk, start_async(), on_drained([ctx] { ctx.resume(); }).
+    bool on_drained(std::function<void()> fn);
 
     /// Attributes: a thread-safe map, the channel for resume-style results.
     void set_attribute(std::string name, std::any value);

@@ -28,6 +28,9 @@ struct server_stats {
     std::uint64_t requests = 0;       ///< requests whose handler ran (or that got an error response)
     std::uint64_t exchanges_live = 0; ///< exchanges not yet freed (suspended ones included)
     std::uint64_t exchanges_suspended = 0;
+    /// The most response bytes one connection has had queued in the server at once (sent to
+    /// the kernel not yet), since start: how far a slow reader let output pile up.
+    std::uint64_t output_queued_peak = 0;
 };
 
 class server {

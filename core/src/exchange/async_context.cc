@@ -66,6 +66,10 @@ bool async_context::on_complete(async_listener l) {
     return state_ != nullptr && state_->add_listener(async_event_kind::complete, std::move(l));
 }
 
+bool async_context::on_drained(std::function<void()> fn) {
+    return state_ != nullptr && state_->set_drain_callback(std::move(fn));
+}
+
 void async_context::set_attribute(std::string name, std::any value) {
     if (state_ != nullptr) {
         state_->set_attribute(std::move(name), std::move(value));

@@ -129,6 +129,47 @@ bool async_state::add_listener(async_event_kind kind, async_listener l) {
     return true;
 }
 
+bool async_state::set_drain_callback(std::function<void()> fn) {
+    if (!fn) {
+        return false;
+    }
+    std::function<void()> replaced;
+    std::unique_lock lock(mu_);
+    if (phase_ == async_phase::done) {
+        return false;
+    }
+    replaced = std::exchange(drain_, std::move(fn));
+    const bool suspended = phase_ == async_phase::suspended;
+    lock.unlock();
+    // While the handler runs, the host looks when it suspends; while suspended, only a signal
+    // tells it (the output may already be empty: no send completion would come to look).
+    if (suspended) {
+        post_signal(&async_host::on_async_drain_wanted);
+    }
+    return true; // `replaced` is destroyed here, outside the lock: it may hold a handle to us
+}
+
+std::function<void()> async_state::take_drain_callback() noexcept {
+    std::lock_guard lock(mu_);
+    if (phase_ != async_phase::suspended) {
+        return {};
+    }
+    return std::exchange(drain_, nullptr);
+}
+
+bool async_state::drain_wanted() const noexcept {
+    std::lock_guard lock(mu_);
+    return static_cast<bool>(drain_);
+}
+
+void async_state::drop_drain_callback() noexcept {
+    std::function<void()> dropped;
+    {
+        std::lock_guard lock(mu_);
+        dropped = std::exchange(drain_, nullptr);
+    }
+}
+
 void async_state::set_attribute(std::string name, std::any value) {
     std::lock_guard lock(mu_);
     for (auto& [n, v] : attributes_) {
@@ -282,6 +323,9 @@ bool async_state::claim_on_complete() noexcept {
 void async_state::detach() noexcept {
     // Loop thread; the posted tasks that read host_ run on the same thread.
     host_ = nullptr;
+    // A drain callback holds a handle to this state (a cycle): break it. The phase is done, so
+    // no new one is accepted.
+    drop_drain_callback();
 }
 
 std::chrono::milliseconds async_state::timeout() const noexcept {

@@ -41,6 +41,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,8 @@ public:
     virtual void on_async_signal(std::uint64_t generation) noexcept = 0;
     /// The timeout was changed from a foreign thread; re-arm with state.timeout().
     virtual void on_async_timeout_changed(std::uint64_t generation) noexcept = 0;
+    /// on_drained() was called while suspended: run it once the output has drained.
+    virtual void on_async_drain_wanted(std::uint64_t generation) noexcept = 0;
 
 protected:
     ~async_host() = default;
@@ -101,6 +104,8 @@ public:
     bool set_timeout(std::chrono::milliseconds t) noexcept;
     bool set_timeout_status(int status) noexcept;
     bool add_listener(async_event_kind kind, async_listener l);
+    /// on_drained(): false if done or fn is empty.
+    bool set_drain_callback(std::function<void()> fn);
     void set_attribute(std::string name, std::any value);
     std::any attribute(std::string_view name) const;
     bool is_done() const noexcept { return done_.load(std::memory_order_acquire); }
@@ -135,6 +140,12 @@ public:
     bool fail() noexcept;
     /// Listeners of one kind, in registration order (loop thread; the list is copied out).
     std::vector<async_listener> listeners(async_event_kind kind) const;
+    /// The on_drained() callback, if one waits and the exchange is suspended (else empty).
+    std::function<void()> take_drain_callback() noexcept;
+    /// Whether an on_drained() callback waits.
+    bool drain_wanted() const noexcept;
+    /// Drops a waiting on_drained() callback unrun (the suspension it waited in ended).
+    void drop_drain_callback() noexcept;
     /// Marks on_complete as fired; true the first time.
     bool claim_on_complete() noexcept;
     /// The exchange is gone: the host may not be called any more.
@@ -161,6 +172,7 @@ private:
     std::optional<response> handed_;
     std::vector<std::pair<std::string, std::any>> attributes_;
     std::vector<std::pair<async_event_kind, async_listener>> listeners_;
+    std::function<void()> drain_; // on_drained(); it usually holds a handle to this state
     std::shared_ptr<loop_port> port_;
     async_host* host_; // loop thread only; null once detached
     std::uint64_t generation_;

@@ -1,4 +1,5 @@
-// The server session over llhttp (8.1, no lenient flags). See server_session.h for the
+// The server session over llhttp (8.1, no lenient flags; obs-fold, which llhttp unfolds, is
+// refused here). See server_session.h for the
 // state diagram and the statuses.
 //
 // How the pieces fit:
@@ -137,6 +138,7 @@ struct server_session::callbacks {
         }
         const bool first_piece = s.header_state_ != 1;
         s.header_state_ = 1;
+        s.field_end_ = s.head_offset(at + n);
         return store(p, [&](detail::request_builder b) {
             if (first_piece) {
                 b.begin_header();
@@ -166,6 +168,7 @@ struct server_session::callbacks {
             return fail(p, callback_error, 400, "whitespace between header name and colon");
         }
         s.header_state_ = 2;
+        s.value_end_ = 0;
         return 0;
     }
 
@@ -174,6 +177,18 @@ struct server_session::callbacks {
         if (s.phase_ == phase::body) {
             return on_trailer_bytes(p, n);
         }
+        // llhttp unfolds obs-fold: it skips the CRLF and goes on with the same value, so a
+        // piece that does not start where the previous one of this value ended jumped a line
+        // break. RFC 9112 §5.2 allows 400 or replacing it; we refuse (issue 7): a proxy could
+        // not forward the header byte-exact, and other hops may split it differently.
+        if (n == 0) {
+            return 0; // llhttp reports an empty value as an empty piece, after its line break
+        }
+        const std::size_t start = s.head_offset(at);
+        if (s.value_end_ != 0 ? start != s.value_end_ : s.line_break_before_value(start)) {
+            return fail(p, span_error, 400, "obsolete line folding in a header");
+        }
+        s.value_end_ = start + n;
         return store(p, [&](detail::request_builder b) { b.append_header_value({at, n}); });
     }
 
@@ -299,6 +314,14 @@ feed_result server_session::feed(std::string_view bytes, request& req) {
         if (err == HPE_OK) {
             consumed += n;
             if (phase_ == phase::idle || phase_ == phase::head) {
+                // Where the last line break of this piece was: a value's first piece may come in
+                // a later one (line_break_before_value).
+                for (std::size_t i = n; i > 0; --i) {
+                    if (exec_begin_[i - 1] == '\n') {
+                        last_lf_end_ = head_bytes_ + i;
+                        break;
+                    }
+                }
                 head_bytes_ += n;
                 // The head is still not complete after max_header_bytes bytes: no need to
                 // wait for the byte that proves it is too large.
@@ -365,6 +388,9 @@ void server_session::reset_request_state() noexcept {
     version_end_ = 0;
     version_len_ = 0;
     extra_bytes_ = 0;
+    value_end_ = 0;
+    field_end_ = 0;
+    last_lf_end_ = 0;
     version_done_ = false;
     te_seen_ = false;
     te_last_chunked_ = false;
@@ -374,6 +400,23 @@ void server_session::reset_request_state() noexcept {
 
 std::size_t server_session::head_offset(const char* p) const noexcept {
     return head_bytes_ + static_cast<std::size_t>(p - exec_begin_);
+}
+
+bool server_session::line_break_before_value(std::size_t value_start) const noexcept {
+    // An empty first line folded onto the next ("X:\r\n b") reaches the value as leading
+    // whitespace: between the colon (at field_end_) and the value, llhttp skipped a LF. The
+    // skipped bytes in this piece are looked at here; those of earlier pieces left their
+    // last LF's place in last_lf_end_.
+    const std::size_t from = field_end_ + 1;
+    if (last_lf_end_ > from && last_lf_end_ <= head_bytes_) {
+        return true;
+    }
+    for (std::size_t off = std::max(from, head_bytes_); off < value_start; ++off) {
+        if (exec_begin_[off - head_bytes_] == '\n') {
+            return true;
+        }
+    }
+    return false;
 }
 
 void server_session::fail_head_too_large() noexcept {

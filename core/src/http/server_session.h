@@ -109,6 +109,7 @@ private:
     void fail_head_too_large() noexcept;
     void fail_parse(llhttp_errno_t err, std::string_view input) noexcept;
     std::size_t head_offset(const char* p) const noexcept;
+    bool line_break_before_value(std::size_t value_start) const noexcept;
     void inspect_header(std::string_view name, std::string_view value) noexcept;
     int check_head() noexcept;
 
@@ -116,6 +117,9 @@ private:
     std::size_t version_end_ = 0;      // head offset just past the HTTP version, 0 before it
     std::size_t version_len_ = 0;      // bytes of the version ("1.1") seen so far
     std::size_t extra_bytes_ = 0;      // chunk extensions and trailer fields received
+    std::size_t value_end_ = 0;        // head offset just past the header value's last piece, 0 before it
+    std::size_t field_end_ = 0;        // head offset just past the last header name's last piece
+    std::size_t last_lf_end_ = 0;      // head offset just past the last LF of earlier pieces, 0: none
     bool version_done_ = false;        // llhttp accepted the version
     bool te_seen_ = false;             // Transfer-Encoding: the codings seen, in order
     bool te_last_chunked_ = false;

@@ -287,6 +287,7 @@ void connection::peer_gone(exchange_errc why) noexcept {
 // Output
 
 void connection::schedule_flush() noexcept {
+    lc_.counters.raise(lc_.counters.output_queued_peak, output_queued());
     if (state_ != state::closing) {
         lc_.loop.defer(*this);
     }
@@ -294,6 +295,7 @@ void connection::schedule_flush() noexcept {
 
 void connection::run_deferred() noexcept {
     start_send();
+    check_drained();
 }
 
 void connection::start_send() noexcept {
@@ -385,20 +387,20 @@ void connection::on_sent(const io::completion& c) noexcept {
         if (send_rest() && c.result > 0) {
             renew_write_deadline(); // progress renews the no-progress bound, never the cap
         }
-        return;
+    } else {
+        out_->clear();
+        out_off_ = 0;
+        if (has_bytes(out_next_)) {
+            start_send();
+        } else if (close_after_flush_ && state_ == state::reading) {
+            close_now();
+            return;
+        } else {
+            deadline_kind_ = deadline_kind::none;
+            process_input(); // output was the bottleneck, or there is simply nothing to do
+        }
     }
-    out_->clear();
-    out_off_ = 0;
-    if (has_bytes(out_next_)) {
-        start_send();
-        return;
-    }
-    if (close_after_flush_ && state_ == state::reading) {
-        close_now();
-        return;
-    }
-    deadline_kind_ = deadline_kind::none;
-    process_input(); // output was the bottleneck, or there is simply nothing to do
+    check_drained(); // a streaming exchange may wait for this progress (on_drained)
 }
 
 void connection::trim_buffers() noexcept {

@@ -62,12 +62,17 @@ public:
     void on_io(const io::completion& c) noexcept override;
     void on_async_signal(std::uint64_t generation) noexcept override;
     void on_async_timeout_changed(std::uint64_t generation) noexcept override;
+    void on_async_drain_wanted(std::uint64_t generation) noexcept override;
     void run_deferred() noexcept override;
 
     std::uint32_t slot = 0; ///< index in loop_context::connections()
 
     /// Memory held for received input (the buffer's capacity), for tests and statistics.
     std::size_t input_bytes_held() const noexcept { return in_ ? in_->capacity() : 0; }
+    /// Response bytes queued and not yet taken by the kernel.
+    std::size_t output_queued() const noexcept {
+        return (out_ ? out_->size() - out_off_ : 0) + (out_next_ ? out_next_->size() : 0);
+    }
 
 private:
     enum class state : std::uint8_t { reading, dispatching, suspended, closing };
@@ -94,6 +99,7 @@ private:
     void leave_suspended() noexcept;
     void handle_signal() noexcept;
     void adopt_handed(response&& handed) noexcept; // what complete(r) handed over
+    void check_drained() noexcept;                 // runs on_drained() if the output allows
     void finish_exchange(std::error_code outcome) noexcept;
     void abort_exchange(exchange_errc why) noexcept;
     void release_exchange(std::error_code outcome) noexcept;

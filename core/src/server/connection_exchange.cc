@@ -139,6 +139,9 @@ void connection::suspend() noexcept {
         abort_exchange(exchange_errc::client_disconnected);
     } else {
         refresh_deadline();
+        if (exchange_access::state(ex())->drain_wanted()) {
+            schedule_flush(); // looks after this loop turn (never user code inside suspend)
+        }
     }
 }
 
@@ -146,6 +149,33 @@ void connection::leave_suspended() noexcept {
     state_ = state::dispatching;
     lc_.counters.add(lc_.counters.suspended, -1);
     async_deadline_ = {};
+    // An on_drained() waits for the end of this suspension only.
+    exchange_access::state(ex())->drop_drain_callback();
+}
+
+void connection::on_async_drain_wanted(std::uint64_t generation) noexcept {
+    if (state_ == state::suspended && work_ && generation == generation_) {
+        check_drained();
+    }
+}
+
+void connection::check_drained() noexcept {
+    // Called where the queue may have shrunk (a send completed) or a callback was added; a
+    // queue above the mark waits for the next send completion, which calls here again.
+    if (state_ != state::suspended || output_queued() > output_low_water) {
+        return;
+    }
+    std::function<void()> fn = exchange_access::state(ex())->take_drain_callback();
+    if (!fn) {
+        return;
+    }
+    try {
+        fn(); // it may complete() or resume(): both only post a signal, nothing runs in here
+    } catch (const std::exception& e) {
+        lc_.server.log.error("on_drained callback threw: {}", e.what());
+    } catch (...) {
+        lc_.server.log.error("on_drained callback threw a non-exception");
+    }
 }
 
 void connection::on_async_signal(std::uint64_t generation) noexcept {
@@ -231,6 +261,7 @@ void connection::on_async_timeout() noexcept {
         return;
     case async_state::timeout_outcome::rearmed:
         rearm_async_timeout(); // a listener extended the exchange: it stays suspended
+        schedule_flush();      // an on_drained() skipped while timing out looks again
         return;
     case async_state::timeout_outcome::expired:
         break;

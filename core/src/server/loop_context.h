@@ -3,6 +3,7 @@
 // no buffers), the Date cache, and the loop's counters.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -41,6 +42,7 @@ struct loop_counters {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> exchanges_live{0};
     std::atomic<std::uint64_t> suspended{0};
+    std::atomic<std::uint64_t> output_queued_peak{0};
 
     /// Adds these counters to a server-wide sum.
     void add_to(server_stats& st) const noexcept {
@@ -49,6 +51,15 @@ struct loop_counters {
         st.requests += requests.load(std::memory_order_relaxed);
         st.exchanges_live += exchanges_live.load(std::memory_order_relaxed);
         st.exchanges_suspended += suspended.load(std::memory_order_relaxed);
+        st.output_queued_peak =
+            std::max(st.output_queued_peak, output_queued_peak.load(std::memory_order_relaxed));
+    }
+
+    /// Raises a high-water mark (loop thread only, like add).
+    static void raise(std::atomic<std::uint64_t>& c, std::uint64_t v) noexcept {
+        if (v > c.load(std::memory_order_relaxed)) {
+            c.store(v, std::memory_order_relaxed);
+        }
     }
 
     /// Only the loop's thread writes: a plain load and store, no locked instruction.

@@ -1,16 +1,17 @@
 // The async state machine on its own: transitions, the deferral rule, one terminal
 // transition under races, and handles that outlive everything.
-#include "exchange/async_state.h"
-#include "fakes/fake_driver.h"
-#include "loop/loop.h"
-
-#include <sluice/log.h>
-
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
+
+#include <sluice/log.h>
+
+#include "exchange/async_state.h"
+#include "fakes/fake_driver.h"
+#include "loop/loop.h"
 
 namespace sluice::detail {
 namespace {
@@ -22,6 +23,9 @@ struct recording_host final : async_host {
     void on_async_signal(std::uint64_t g) noexcept override { seen.push_back("signal:" + std::to_string(g)); }
     void on_async_timeout_changed(std::uint64_t g) noexcept override {
         seen.push_back("timeout:" + std::to_string(g));
+    }
+    void on_async_drain_wanted(std::uint64_t g) noexcept override {
+        seen.push_back("drain:" + std::to_string(g));
     }
 };
 
@@ -83,6 +87,53 @@ TEST_F(fixture, complete_while_suspended_signals_the_loop_once) {
     EXPECT_FALSE(ctx.complete());
     run_posted();
     EXPECT_EQ(host.seen, (std::vector<std::string>{"signal:7"}));
+}
+
+TEST_F(fixture, a_drain_callback_set_while_the_handler_runs_is_taken_once_suspended) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    ASSERT_TRUE(st->start(milliseconds(0)));
+    int ran = 0;
+    EXPECT_TRUE(ctx.on_drained([&ran] { ++ran; }));
+    EXPECT_TRUE(st->drain_wanted());
+    EXPECT_FALSE(st->take_drain_callback()) << "not suspended yet: the handler still writes";
+    run_posted();
+    EXPECT_TRUE(host.seen.empty()) << "the host looks when the handler returns";
+    EXPECT_EQ(st->handler_returned(), async_state::after_dispatch::suspend);
+    auto fn = st->take_drain_callback();
+    ASSERT_TRUE(fn);
+    fn();
+    EXPECT_EQ(ran, 1);
+    EXPECT_FALSE(st->take_drain_callback()) << "one-shot";
+}
+
+TEST_F(fixture, a_drain_callback_set_while_suspended_signals_the_loop) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    st->start(milliseconds(0));
+    st->handler_returned();
+    std::thread t([ctx]() mutable { EXPECT_TRUE(ctx.on_drained([] {})); });
+    t.join();
+    run_posted();
+    EXPECT_EQ(host.seen, (std::vector<std::string>{"drain:7"}));
+}
+
+TEST_F(fixture, a_drain_callback_is_refused_after_the_end_and_dropped_by_detach) {
+    auto probe = std::make_shared<int>(0);
+    {
+        async_context ctx(make());
+        async_state* st = ctx.state();
+        st->start(milliseconds(0));
+        st->handler_returned();
+        // The usual callback holds a handle to its own state: detach must break the cycle.
+        EXPECT_TRUE(ctx.on_drained([ctx, probe] {}));
+        EXPECT_TRUE(st->fail());
+        EXPECT_FALSE(st->take_drain_callback()) << "done: never run after the terminal transition";
+        EXPECT_FALSE(ctx.on_drained([] {}));
+        st->detach();
+        EXPECT_FALSE(st->drain_wanted());
+    }
+    EXPECT_EQ(probe.use_count(), 1) << "the dropped callback (and the state) were freed";
 }
 
 TEST_F(fixture, timeout_listeners_may_complete_and_then_the_timeout_does_not_end_it) {

@@ -1,0 +1,42 @@
+// sluice-gateway's shared pieces: the upstream client, the optional limiter, and the two
+// conversions every style uses (the upstream request made from the exchange, the upstream
+// result made into the downstream response).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <sluice/sluice.h>
+
+namespace gateway {
+
+struct gateway {
+    gateway(sluice::upstream up, sluice::client_options options) : api(std::move(up), options) {}
+    sluice::client api;
+    std::unique_ptr<sluice::limiter> limit; // null: unlimited
+};
+
+/// How the upstream request holds the incoming body.
+enum class body_hold {
+    borrow, ///< a view of the request's body: only while the handler waits for the whole call (sync)
+    copy,   ///< a copy: the exchange may end (client gone) while the call still sends it
+};
+
+/// The upstream request for `ex`: same method, `upstream_path` with the incoming query, the
+/// end-to-end headers plus X-Forwarded-For / Forwarded, and the body as `hold` says.
+sluice::client_request upstream_request(const sluice::exchange& ex, std::string_view upstream_path,
+                                        body_hold hold);
+
+/// Answers 400 when the request cannot be forwarded byte-exact and safe (forwarding.h).
+bool refused(sluice::exchange& ex);
+
+/// The downstream response for an upstream result: the upstream's response (end-to-end
+/// headers), or 504 for a timeout, 503 for an exhausted pool, 502 for any other failure.
+sluice::response downstream_response(const sluice::result<sluice::client_response>& r);
+
+/// Adds GET /api/{style}/work, GET /api/{style}/files, POST /api/{style}/upload and
+/// GET /api/{style}/bytes for the four styles (styles.cc).
+void add_routes(sluice::server& srv, gateway& g);
+
+} // namespace gateway

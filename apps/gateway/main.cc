@@ -1,0 +1,142 @@
+// sluice-gateway: one upstream call in four styles (docs/gateway.md; SCENARIOS.md S1, S3).
+//
+//   GET  /api/{style}/work    → upstream GET /work (query passed through: ?ms=3000)
+//   GET  /api/{style}/files   → upstream GET /files
+//   POST /api/{style}/upload  → upstream POST /upload (the body forwarded without a copy)
+//   GET  /api/{style}/bytes   → upstream GET /bytes (query passed through: ?n=N)
+//   {style} = sync | async | resume | co
+//
+// 502 when the upstream fails, 504 when it times out, 503 from the limiter (--limit) or when
+// the client's pool is full.
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <sluice/sluice.h>
+
+#include "gateway.h"
+
+namespace {
+
+// --upstream may repeat (several addresses of one upstream, round robin); parse_command_line
+// keeps one value per option, so the occurrences are taken out of argv first.
+std::vector<std::string> take_upstreams(int argc, char** argv, std::vector<char*>& rest) {
+    std::vector<std::string> out;
+    rest.push_back(argv[0]);
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--upstream") {
+            if (i + 1 >= argc) {
+                throw sluice::startup_error("upstream", "expected --upstream HOST:PORT");
+            }
+            out.emplace_back(argv[++i]);
+        } else if (a.rfind("--upstream=", 0) == 0) {
+            out.emplace_back(a.substr(11));
+        } else {
+            rest.push_back(argv[i]);
+        }
+    }
+    return out;
+}
+
+std::uint64_t parse_number(const std::string& key, const std::string& v, std::uint64_t max) {
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n > max) {
+        throw sluice::startup_error(key, "expected a whole number in [0, " + std::to_string(max) +
+                                             "], got \"" + v + "\"");
+    }
+    return n;
+}
+
+std::chrono::milliseconds parse_ms(const std::string& key, const std::string& v) {
+    return std::chrono::milliseconds(parse_number(key, v, 3'600'000));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    try {
+        std::vector<char*> rest;
+        std::vector<std::string> upstreams = take_upstreams(argc, argv, rest);
+        const sluice::client_options defaults;
+        std::string pool_size = std::to_string(defaults.max_connections);
+        std::string max_pending = std::to_string(defaults.max_pending);
+        std::string acquire_ms = std::to_string(defaults.acquire_timeout.count());
+        std::string connect_ms = std::to_string(defaults.connect_timeout.count());
+        std::string response_ms = std::to_string(defaults.response_timeout.count());
+        std::string idle_ms = std::to_string(defaults.idle_timeout.count());
+        std::string limit = "0";
+        std::string limit_queue = "1000";
+        std::string limit_wait_ms = "5000";
+        const sluice::app_option options[] = {
+            {"upstream", "HOST:PORT", "an address of the upstream (repeatable: round robin)", nullptr},
+            {"pool-size", "N", "connections per I/O loop to the upstream (default 100)", &pool_size},
+            {"max-pending", "N", "calls per loop waiting for a pool connection (default 1000)", &max_pending},
+            {"acquire-timeout-ms", "MS", "longest wait for a pool connection (default 5000)", &acquire_ms},
+            {"connect-timeout-ms", "MS", "longest connect to the upstream (default 2000)", &connect_ms},
+            {"response-timeout-ms", "MS", "longest upstream call, request to last byte (default 30000)",
+             &response_ms},
+            {"idle-timeout-ms", "MS", "pooled idle connections close after this (default 50000)", &idle_ms},
+            {"limit", "N", "requests admitted at once, all routes together (default 0 = unlimited)", &limit},
+            {"limit-queue", "Q", "requests waiting for a permit (default 1000)", &limit_queue},
+            {"limit-wait-ms", "W", "longest wait for a permit, then 503 (default 5000)", &limit_wait_ms},
+        };
+        std::string ignored_upstream; // --upstream is taken out above; listed for --help
+        std::vector<sluice::app_option> opts(std::begin(options), std::end(options));
+        opts[0].target = &ignored_upstream;
+        auto cl = sluice::parse_command_line(
+            static_cast<int>(rest.size()), rest.data(), sluice::process_environment(), opts,
+            "sluice-gateway: /api/{sync,async,resume,co}/{work,files,upload,bytes} "
+            "proxied to one upstream");
+        if (cl.help) {
+            std::fputs(cl.usage.c_str(), stdout);
+            return 0;
+        }
+        if (upstreams.empty()) {
+            throw sluice::startup_error("upstream", "expected at least one --upstream HOST:PORT");
+        }
+        sluice::client_options co;
+        co.max_connections = parse_number("pool-size", pool_size, 1'000'000);
+        co.max_pending = parse_number("max-pending", max_pending, 10'000'000);
+        co.acquire_timeout = parse_ms("acquire-timeout-ms", acquire_ms);
+        co.connect_timeout = parse_ms("connect-timeout-ms", connect_ms);
+        co.response_timeout = parse_ms("response-timeout-ms", response_ms);
+        co.idle_timeout = parse_ms("idle-timeout-ms", idle_ms);
+        if (co.max_connections == 0) {
+            throw sluice::startup_error("pool-size", "expected at least 1");
+        }
+        std::unique_ptr<gateway::gateway> g;
+        try {
+            g = std::make_unique<gateway::gateway>(sluice::upstream(upstreams), co);
+        } catch (const std::invalid_argument& e) {
+            throw sluice::startup_error("upstream", e.what());
+        }
+        if (const auto permits = parse_number("limit", limit, 10'000'000); permits > 0) {
+            sluice::limiter_options lo;
+            lo.permits = permits;
+            lo.max_queue = parse_number("limit-queue", limit_queue, 10'000'000);
+            lo.wait_timeout = parse_ms("limit-wait-ms", limit_wait_ms);
+            try {
+                g->limit = std::make_unique<sluice::limiter>(lo);
+            } catch (const std::invalid_argument& e) {
+                throw sluice::startup_error("limit", e.what());
+            }
+        }
+        {
+            sluice::server srv(cl.cfg); // stopped and destroyed before the client it calls
+            gateway::add_routes(srv, *g);
+            srv.run_until_signal();
+        }
+    } catch (const sluice::startup_error& e) {
+        std::fprintf(stderr, "sluice-gateway: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "sluice-gateway: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,161 @@
+#include <algorithm>
+#include <stdexcept>
+
+#include <sluice/forwarding.h>
+
+namespace sluice {
+
+namespace {
+
+bool is_tchar(char c) noexcept {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+        return true;
+    }
+    return std::string_view{"!#$%&'*+-.^_`|~"}.find(c) != std::string_view::npos;
+}
+
+} // namespace
+
+void strip_hop_by_hop(std::vector<client_header>& headers) {
+    // Decide for every field against the list as received, then drop: removing Connection
+    // first would forget the fields it names.
+    std::vector<bool> drop(headers.size());
+    for (std::size_t i = 0; i < headers.size(); ++i) {
+        drop[i] = is_hop_by_hop_header(headers[i].name, headers);
+    }
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < headers.size(); ++i) {
+        if (!drop[i]) {
+            if (out != i) {
+                headers[out] = std::move(headers[i]);
+            }
+            ++out;
+        }
+    }
+    headers.resize(out);
+}
+
+std::vector<client_header> forwardable_headers(const request& req) {
+    std::vector<client_header> all;
+    all.reserve(req.header_count() + 1);
+    std::optional<std::string_view> host;
+    for (const auto h : req.headers()) {
+        if (iequals(h.name, "host")) {
+            host = host ? host : std::optional(h.value);
+            continue;
+        }
+        if (iequals(h.name, "content-length")) {
+            continue;
+        }
+        all.push_back({std::string(h.name), std::string(h.value)});
+    }
+    strip_hop_by_hop(all);
+    if (host && !host->empty()) {
+        all.push_back({"X-Forwarded-Host", std::string(*host)});
+    }
+    return all;
+}
+
+std::string_view peer_host(std::string_view peer) noexcept {
+    if (!peer.empty() && peer.front() == '[') {
+        const auto close = peer.find(']');
+        return close == std::string_view::npos ? peer : peer.substr(1, close - 1);
+    }
+    const auto colon = peer.rfind(':');
+    if (colon != std::string_view::npos && peer.find(':') == colon) {
+        return peer.substr(0, colon); // "1.2.3.4:5678"; a bare IPv6 address keeps its colons
+    }
+    return peer;
+}
+
+void append_forwarded_for(std::vector<client_header>& headers, std::string_view peer) {
+    const std::string_view ip = peer_host(peer);
+    const std::string node = ip.empty() ? std::string("unknown") : std::string(ip);
+    // RFC 7239 §6: an IPv6 node is bracketed, and then must be a quoted-string.
+    const std::string forwarded_node = node.find(':') != std::string::npos ? "\"[" + node + "]\"" : node;
+    // X-Forwarded-For: one list; several fields would be joined with commas by a recipient
+    // (RFC 9110 §5.3), so appending to the last one keeps the order.
+    auto last_xff = std::find_if(headers.rbegin(), headers.rend(),
+                                 [](const client_header& h) { return iequals(h.name, "x-forwarded-for"); });
+    if (last_xff != headers.rend() && !last_xff->value.empty()) {
+        last_xff->value += ", " + node;
+    } else if (last_xff != headers.rend()) {
+        last_xff->value = node;
+    } else {
+        headers.push_back({"X-Forwarded-For", node});
+    }
+    auto last_fwd = std::find_if(headers.rbegin(), headers.rend(),
+                                 [](const client_header& h) { return iequals(h.name, "forwarded"); });
+    if (last_fwd != headers.rend() && !last_fwd->value.empty()) {
+        last_fwd->value += ", for=" + forwarded_node;
+    } else if (last_fwd != headers.rend()) {
+        last_fwd->value = "for=" + forwarded_node;
+    } else {
+        headers.push_back({"Forwarded", "for=" + forwarded_node});
+    }
+}
+
+std::optional<std::string_view> forwarding_refusal(const request& req) {
+    if (req.method() == "CONNECT") {
+        return "CONNECT is not forwarded";
+    }
+    const std::string_view target = req.target();
+    const auto starts_with = [&](std::string_view prefix) {
+        return target.size() > prefix.size() && iequals(target.substr(0, prefix.size()), prefix);
+    };
+    const bool origin_form = !target.empty() && target.front() == '/';
+    if (!origin_form && !starts_with("http://") && !starts_with("https://")) {
+        return "the target is not in origin-form or absolute-form"; // "*" (OPTIONS) included
+    }
+    for (const char c : target) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u <= 0x20 || u >= 0x7f) {
+            return "a byte outside visible ASCII in the target";
+        }
+    }
+    for (const auto h : req.headers()) {
+        if (h.name.empty() || !std::all_of(h.name.begin(), h.name.end(), is_tchar)) {
+            return "a header name that is not a token";
+        }
+        for (const char c : h.value) {
+            const auto u = static_cast<unsigned char>(c);
+            if ((u < 0x20 && c != '\t') || u == 0x7f) {
+                return "a control character in a header value";
+            }
+        }
+    }
+    return std::nullopt;
+}
+
+std::string origin_target(const request& req) {
+    const std::string_view target = req.target();
+    if (!target.empty() && target.front() == '/') {
+        return std::string(target);
+    }
+    // absolute-form: "http://authority/path?query" → "/path?query" (RFC 9112 §3.2.2).
+    const auto scheme_end = target.find("://");
+    const auto path = scheme_end == std::string_view::npos ? std::string_view::npos
+                                                           : target.find_first_of("/?", scheme_end + 3);
+    if (path == std::string_view::npos) {
+        return "/";
+    }
+    return target[path] == '?' ? "/" + std::string(target.substr(path)) : std::string(target.substr(path));
+}
+
+void copy_response(const client_response& from, response& to) {
+    to.status(from.status);
+    for (const auto& h : from.headers) {
+        if (is_hop_by_hop_header(h.name, from.headers) || iequals(h.name, "content-length")) {
+            continue;
+        }
+        try {
+            to.add_header(h.name, h.value);
+        } catch (const std::invalid_argument&) {
+            // A field this server may not send (the client checked its syntax; this is a
+            // second line of defence): dropped rather than forwarded broken.
+        }
+    }
+    to.body(from.body);
+}
+
+} // namespace sluice

@@ -1,0 +1,192 @@
+// sluice-gateway in front of sluice-slow-backend, as real processes, on every backend × every
+// style: each route answers through the upstream; an upstream that is down gives 502, one
+// that is too slow 504, a full limiter 503; a client that leaves mid-call cancels the upstream
+// call (the backend sees its request end).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <sluice/backend.h>
+
+#include "support/app_process.h"
+#include "support/backend_matrix.h"
+#include "support/test_client.h"
+
+namespace sluice::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct gateway_param {
+    std::string backend;
+    std::string style;
+};
+
+void PrintTo(const gateway_param& p, std::ostream* os) {
+    *os << p.backend << "/" << p.style;
+}
+
+class gateway_test : public ::testing::TestWithParam<gateway_param> {
+protected:
+    void SetUp() override {
+        const std::string why = backend_unavailable_reason(GetParam().backend);
+        if (!why.empty()) {
+            GTEST_SKIP() << why;
+        }
+        upstream_ = std::make_unique<app_process>(SLUICE_SLOW_BACKEND_BIN,
+                                                  std::vector<std::string>{"--bandwidth-mbit", "0"});
+        ASSERT_TRUE(upstream_->started()) << upstream_->error();
+    }
+
+    void start_gateway(std::vector<std::string> extra = {}, std::string upstream = {}) {
+        if (upstream.empty()) {
+            upstream = "127.0.0.1:" + std::to_string(upstream_->port());
+        }
+        std::vector<std::string> args{"--backend", GetParam().backend, "--upstream", upstream};
+        if (GetParam().backend == "blocking") {
+            args.insert(args.end(), {"--set", "blocking.threads=8"});
+        }
+        args.insert(args.end(), extra.begin(), extra.end());
+        gateway_ = std::make_unique<app_process>(SLUICE_GATEWAY_BIN, args);
+        ASSERT_TRUE(gateway_->started()) << gateway_->error();
+    }
+
+    void TearDown() override {
+        if (gateway_ && gateway_->started()) {
+            EXPECT_EQ(gateway_->stop(), 0) << gateway_->log();
+        }
+        if (upstream_ && upstream_->started()) {
+            EXPECT_EQ(upstream_->stop(), 0) << upstream_->log();
+        }
+    }
+
+    std::string api(std::string_view rest) const { return "/api/" + GetParam().style + std::string(rest); }
+
+    std::optional<http_response> fetch(const std::string& request, std::uint16_t port = 0) {
+        test_client c(port != 0 ? port : gateway_->port());
+        EXPECT_TRUE(c.send(request)) << c.error();
+        auto r = c.read_response();
+        EXPECT_TRUE(r) << c.error();
+        return r;
+    }
+
+    std::unique_ptr<app_process> upstream_;
+    std::unique_ptr<app_process> gateway_;
+};
+
+TEST_P(gateway_test, every_route_answers_through_the_upstream) {
+    start_gateway();
+    auto work = fetch(get_request(api("/work?ms=50")));
+    ASSERT_TRUE(work);
+    EXPECT_EQ(work->status, 200);
+    EXPECT_EQ(work->body, R"({"waited_ms":50})") << "the query goes through";
+    auto files = fetch(get_request(api("/files")));
+    ASSERT_TRUE(files);
+    EXPECT_EQ(files->status, 200);
+    EXPECT_EQ(files->header("Content-Type").value_or(""), "application/json");
+    EXPECT_NE(files->body.find("object-099.bin"), std::string::npos);
+    auto upload = fetch(body_request("POST", api("/upload"), std::string(74'000, 'u')));
+    ASSERT_TRUE(upload);
+    EXPECT_EQ(upload->status, 200);
+    EXPECT_EQ(upload->body.rfind("{\"bytes\":74000,", 0), 0u) << upload->body;
+    auto bytes = fetch(get_request(api("/bytes?n=300001")));
+    ASSERT_TRUE(bytes);
+    EXPECT_EQ(bytes->status, 200);
+    EXPECT_EQ(bytes->body.size(), 300'001u);
+    EXPECT_EQ(bytes->body.substr(0, 5), "abcde");
+}
+
+TEST_P(gateway_test, an_upstream_error_status_passes_through_with_one_framing) {
+    start_gateway();
+    // The upstream answers 400 to a malformed ms; hop-by-hop fields of the request stay behind.
+    auto r = fetch(get_request(api("/work?ms=x"), "Connection: X-Hop\r\nX-Hop: 1\r\n"));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_EQ(r->header_count("Content-Length"), 1u);
+    EXPECT_FALSE(r->header("Transfer-Encoding").has_value());
+}
+
+TEST_P(gateway_test, an_upstream_that_is_down_gives_502) {
+    const std::string addr = "127.0.0.1:" + std::to_string(upstream_->port());
+    ASSERT_EQ(upstream_->stop(), 0);
+    upstream_.reset();
+    start_gateway({}, addr);
+    auto r = fetch(get_request(api("/files")));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 502) << r->body;
+}
+
+TEST_P(gateway_test, an_upstream_too_slow_gives_504) {
+    start_gateway({"--response-timeout-ms", "200"});
+    auto r = fetch(get_request(api("/work?ms=3000")));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 504) << r->body;
+}
+
+TEST_P(gateway_test, a_full_limiter_gives_503) {
+    if (GetParam().style == "sync" && GetParam().backend != "blocking") {
+        GTEST_SKIP() << "a sync call blocks the one loop: the second request is not even read meanwhile";
+    }
+    start_gateway({"--limit", "1", "--limit-queue", "0"});
+    test_client first(gateway_->port());
+    ASSERT_TRUE(first.send(get_request(api("/work?ms=800")))) << first.error();
+    // Wait until the first holds the permit: the upstream counts it in flight.
+    ASSERT_TRUE(wait_until([&] {
+        auto s = fetch(get_request("/stats"), upstream_->port());
+        return s && s->body.find("\"in_flight\":1") != std::string::npos;
+    }));
+    auto second = fetch(get_request(api("/files")));
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->status, 503);
+    EXPECT_TRUE(second->header("Retry-After").has_value());
+    auto r = first.read_response();
+    ASSERT_TRUE(r) << first.error();
+    EXPECT_EQ(r->status, 200);
+}
+
+TEST_P(gateway_test, a_client_leaving_mid_call_cancels_the_upstream_call) {
+    if (GetParam().style == "sync") {
+        GTEST_SKIP() << "a blocking call cannot be cancelled: it ends with the upstream's answer";
+    }
+    start_gateway();
+    {
+        test_client c(gateway_->port());
+        ASSERT_TRUE(c.send(get_request(api("/work?ms=30000")))) << c.error();
+        ASSERT_TRUE(wait_until([&] {
+            auto s = fetch(get_request("/stats"), upstream_->port());
+            return s && s->body.find("\"in_flight\":1") != std::string::npos;
+        }));
+        c.close_abortive();
+    }
+    // The gateway closes the upstream connection: the backend's request ends long before 30 s.
+    EXPECT_TRUE(wait_until(
+        [&] {
+            auto s = fetch(get_request("/stats"), upstream_->port());
+            return s && s->body.find("\"in_flight\":0") != std::string::npos;
+        },
+        milliseconds(5000)));
+}
+
+std::vector<gateway_param> matrix() {
+    std::vector<gateway_param> out;
+    for (const io::backend* b : io::registered_backends()) {
+        for (const char* style : {"sync", "async", "resume", "co"}) {
+            out.push_back({std::string(b->name), style});
+        }
+    }
+    return out;
+}
+
+std::string param_name(const ::testing::TestParamInfo<gateway_param>& p) {
+    return p.param.backend + "_" + p.param.style;
+}
+
+INSTANTIATE_TEST_SUITE_P(backends, gateway_test, ::testing::ValuesIn(matrix()), param_name);
+
+} // namespace
+} // namespace sluice::test

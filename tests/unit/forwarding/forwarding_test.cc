@@ -1,0 +1,147 @@
+// The proxy helpers of forwarding.h: hop-by-hop fields never cross, in either direction;
+// X-Forwarded-For / Forwarded are appended; unsafe requests are refused.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <sluice/forwarding.h>
+
+#include "http/request_builder.h"
+#include "http/server_session.h"
+
+namespace sluice {
+namespace {
+
+std::vector<std::string> names(const std::vector<client_header>& hs) {
+    std::vector<std::string> out;
+    for (const auto& h : hs) {
+        out.push_back(h.name);
+    }
+    return out;
+}
+
+// A request as the server parses it (the session fills it from raw bytes).
+request parse(const std::string& raw, std::string_view peer = "10.1.2.3:4567") {
+    request req;
+    http::server_session s{http::session_limits{}};
+    const auto r = s.feed(raw, req);
+    EXPECT_EQ(r.status, http::feed_status::request_ready) << s.error_reason();
+    detail::request_builder(req).set_remote_address(std::string(peer));
+    return req;
+}
+
+TEST(Forwarding, StripsEveryHopByHopFieldAndThoseNamedInConnection) {
+    std::vector<client_header> hs{{"Connection", "keep-alive, X-Secret , Upgrade"},
+                                  {"Keep-Alive", "timeout=5"},
+                                  {"TE", "trailers"},
+                                  {"Trailer", "X-T"},
+                                  {"Transfer-Encoding", "chunked"},
+                                  {"Upgrade", "websocket"},
+                                  {"Proxy-Authenticate", "Basic"},
+                                  {"Proxy-Authorization", "Basic eA=="},
+                                  {"Proxy-Connection", "keep-alive"},
+                                  {"x-secret", "1"},
+                                  {"Accept", "*/*"},
+                                  {"Set-Cookie", "a=1"},
+                                  {"Set-Cookie", "b=2"}};
+    strip_hop_by_hop(hs);
+    EXPECT_EQ(names(hs), (std::vector<std::string>{"Accept", "Set-Cookie", "Set-Cookie"}));
+    EXPECT_EQ(hs[2].value, "b=2");
+}
+
+TEST(Forwarding, ConnectionListsAreCaseInsensitiveAndMayRepeat) {
+    std::vector<client_header> hs{{"connection", "close"}, {"CONNECTION", "X-A"}, {"x-a", "1"}, {"X-B", "2"}};
+    EXPECT_TRUE(is_hop_by_hop_header("X-A", hs));
+    EXPECT_FALSE(is_hop_by_hop_header("X-B", hs));
+    strip_hop_by_hop(hs);
+    EXPECT_EQ(names(hs), (std::vector<std::string>{"X-B"}));
+}
+
+TEST(Forwarding, ForwardableHeadersDropHostAndFramingAndCarryTheHostOn) {
+    const request req = parse("POST /u HTTP/1.1\r\nHost: front.example\r\nContent-Length: 2\r\n"
+                              "Connection: X-Hop\r\nX-Hop: 1\r\nAccept: a\r\nTE: trailers\r\n\r\nhi");
+    const auto hs = forwardable_headers(req);
+    EXPECT_EQ(names(hs), (std::vector<std::string>{"Accept", "X-Forwarded-Host"}));
+    EXPECT_EQ(hs[1].value, "front.example");
+}
+
+TEST(Forwarding, AppendsTheIpv4PeerToForwardedForFields) {
+    std::vector<client_header> hs;
+    append_forwarded_for(hs, "10.1.2.3:4567");
+    ASSERT_EQ(hs.size(), 2u);
+    EXPECT_EQ(hs[0].name, "X-Forwarded-For");
+    EXPECT_EQ(hs[0].value, "10.1.2.3");
+    EXPECT_EQ(hs[1].name, "Forwarded");
+    EXPECT_EQ(hs[1].value, "for=10.1.2.3");
+}
+
+TEST(Forwarding, AppendsToTheLastExistingFieldsAndQuotesIpv6) {
+    std::vector<client_header> hs{{"X-Forwarded-For", "1.1.1.1"},
+                                  {"x-forwarded-for", "2.2.2.2"},
+                                  {"Forwarded", "for=1.1.1.1;proto=http"}};
+    append_forwarded_for(hs, "[2001:db8::7]:443");
+    ASSERT_EQ(hs.size(), 3u);
+    EXPECT_EQ(hs[0].value, "1.1.1.1");
+    EXPECT_EQ(hs[1].value, "2.2.2.2, 2001:db8::7");
+    EXPECT_EQ(hs[2].value, "for=1.1.1.1;proto=http, for=\"[2001:db8::7]\"");
+}
+
+TEST(Forwarding, PeerHostDropsThePort) {
+    EXPECT_EQ(peer_host("127.0.0.1:80"), "127.0.0.1");
+    EXPECT_EQ(peer_host("[::1]:80"), "::1");
+    EXPECT_EQ(peer_host("::1"), "::1");
+    EXPECT_EQ(peer_host(""), "");
+}
+
+TEST(Forwarding, OrdinaryRequestsAreForwardable) {
+    EXPECT_FALSE(forwarding_refusal(parse("GET /a?b=c HTTP/1.1\r\nHost: h\r\nX: a\tb\r\n\r\n")));
+    const request abs = parse("GET http://h.example/p?q=1 HTTP/1.1\r\nHost: h.example\r\n\r\n");
+    EXPECT_FALSE(forwarding_refusal(abs));
+    EXPECT_EQ(origin_target(abs), "/p?q=1");
+    EXPECT_EQ(origin_target(parse("GET http://h.example HTTP/1.1\r\nHost: h.example\r\n\r\n")), "/");
+    EXPECT_EQ(origin_target(parse("GET http://h.example?x HTTP/1.1\r\nHost: h.example\r\n\r\n")), "/?x");
+}
+
+TEST(Forwarding, UnsafeRequestsAreRefused) {
+    EXPECT_TRUE(forwarding_refusal(parse("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n")));
+    {
+        // CONNECT: whether or not the server's parser takes it, it is never forwarded.
+        request req;
+        detail::request_builder b(req);
+        b.append_method("CONNECT");
+        b.append_target("h:443");
+        EXPECT_TRUE(forwarding_refusal(req));
+    }
+    // Whatever the parser lets through, a control byte in a value or a name that is not a
+    // token is refused (built directly: the server's parser may already reject them).
+    for (const auto& [name, value] :
+         {std::pair{"X", "a\x01b"}, std::pair{"X", "a\x7f"}, std::pair{"X Y", "v"}}) {
+        request req = parse("GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        detail::request_builder b(req);
+        b.begin_header();
+        b.append_header_name(name);
+        b.append_header_value(value);
+        b.finish_header();
+        EXPECT_TRUE(forwarding_refusal(req)) << name;
+    }
+}
+
+TEST(Forwarding, CopyResponseKeepsEndToEndFieldsOnly) {
+    client_response up;
+    up.status = 201;
+    up.headers = {{"Content-Length", "2"}, {"Connection", "close, X-Hop"},
+                  {"X-Hop", "1"},          {"Transfer-Encoding", "chunked"},
+                  {"ETag", "\"e\""},       {"Set-Cookie", "a=1"},
+                  {"Set-Cookie", "b=2"}};
+    up.body = "ok";
+    response r;
+    copy_response(up, r);
+    EXPECT_EQ(r.status(), 201);
+    EXPECT_EQ(r.raw_headers(), "ETag: \"e\"\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n");
+    EXPECT_EQ(r.body(), "ok");
+}
+
+} // namespace
+} // namespace sluice
