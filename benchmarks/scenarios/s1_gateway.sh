@@ -19,7 +19,8 @@
 # point before DURATION - 1 (DURATION 23 -> [4 s, 22 s], 6 rounds). A window that cut a wave in
 # two would count a fraction of it and read e.g. 469 for 500.
 # Also recorded: the backend's max_in_flight over the run (POST /stats/reset before each case),
-# wrk's errors and latency, and the gateway's RSS, threads and fds sampled halfway through.
+# wrk's errors and latency, the gateway's CPU time over the run (per request wrk completed), and
+# its RSS, threads and fds sampled halfway through.
 #
 # Environment (defaults): USERS (1500), DELAY_MS (3000), DURATION (23 s), WINDOW_START_S (4),
 # IO_THREADS (1: the gateway's I/O loops on epoll/uring), BLOCKING_THREADS (500: the gateway's
@@ -116,13 +117,16 @@ run_case() {
     STARTED_PIDS+=("$sampler")
     bench_wrk "$out" "$DURATION" -t"$WRK_THREADS" -c"$USERS" -d"${DURATION}s" --timeout 30s --latency \
         "http://127.0.0.1:$port/api/$style/work?ms=$DELAY_MS" &
-    local wrk_job=$!
+    local wrk_job=$! cpu0
+    cpu0=$(bench_cpu_ticks "$pid")
     sleep $((DURATION / 2))
     local rss threads fds
     rss=$(bench_rss_kib "$pid")
     threads=$(bench_threads "$pid")
     fds=$(bench_fds "$pid")
     wait "$wrk_job" || true
+    local cpu_s
+    cpu_s=$(python3 -c "print(($(bench_cpu_ticks "$pid") - $cpu0) / $(getconf CLK_TCK))")
     bench_wait_exit "$sampler" 10 || bench_stop "$sampler" 1
     wait "$sampler" 2>/dev/null || true
     bench_forget "$sampler"
@@ -134,7 +138,8 @@ run_case() {
     local alive=false
     bench_alive "$pid" && alive=true
     bench_stop "$pid"
-    bench_row "${row[@]}" @"$out.json" @"$out.window" "backend_max_in_flight=$max_in_flight" "rss_kib=$rss" \
+    bench_row "${row[@]}" @"$out.json" @"$out.window" "backend_max_in_flight=$max_in_flight" \
+        "gateway_cpu_s=$cpu_s" "rss_kib=$rss" \
         "threads=$threads" "fds=$fds" "alive_after=$alive" "loadavg=str:$(bench_loadavg)"
     bench_say "$spec: $(bench_json "$out.window" tps_window) TPS in the window (model $model)," \
         "max in flight $max_in_flight, p99 $(bench_json "$out.json" p99_ms) ms, errors $(bench_json "$out.json" errors)," \

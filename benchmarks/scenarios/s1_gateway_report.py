@@ -51,6 +51,11 @@ def errors_text(r):
     return f"{r['errors']}" + (f" ({', '.join(parts)})" if parts else "")
 
 
+def cpu_us(r):
+    cpu, reqs = r.get("gateway_cpu_s"), r.get("requests")
+    return cpu * 1e6 / reqs if cpu is not None and reqs else None
+
+
 def mib(kib):
     return fmt(kib / 1024, 1) if kib is not None else "–"
 
@@ -60,7 +65,7 @@ def summary_s1_gateway(rows):
     for r in rows:
         if r.get("skipped"):
             summary.append(r)
-            md_rows.append([r["backend"], r.get("style", ""), "skipped: " + r["skipped"]] + [""] * 12)
+            md_rows.append([r["backend"], r.get("style", ""), "skipped: " + r["skipped"]] + [""] * 14)
             continue
         s = dict(r)
         s["ratio_to_model"] = r["tps_window"] / r["model_tps"] if r.get("tps_window") is not None else None
@@ -69,10 +74,11 @@ def summary_s1_gateway(rows):
         groups.setdefault((r["backend"], r["style"]), []).append(s)
         md_rows.append([r["backend"], r["style"], r["users"], fmt(r.get("tps_window"), 1), r["model_tps"],
                         fmt(s["ratio_to_model"], 3), fmt(r.get("rps"), 1), errors_text(r), fmt(r.get("p50_ms"), 0),
-                        fmt(r.get("p99_ms"), 0), r.get("backend_max_in_flight"), mib(r.get("rss_kib")),
+                        fmt(r.get("p99_ms"), 0), fmt(r.get("lat_max_ms"), 0), r.get("backend_max_in_flight"),
+                        fmt(cpu_us(r), 0), mib(r.get("rss_kib")),
                         r.get("threads"), r.get("fds"), s["verdict"]])
     md = table(["backend", "style", "users", "TPS (window)", "model", "ratio", "wrk req/s", "errors", "p50 ms",
-                "p99 ms", "backend max in flight", "gateway RSS MiB", "threads", "fds", "expectation"], md_rows)
+                "p99 ms", "max ms", "backend max in flight", "gateway CPU µs/req", "gateway RSS MiB", "threads", "fds", "expectation"], md_rows)
     repeated = {k: v for k, v in groups.items() if len(v) > 1}
     if repeated:
         med_rows = []
