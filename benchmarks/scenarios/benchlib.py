@@ -7,9 +7,10 @@ Subcommands (called from lib.sh):
                                   KEY=@FILE nests one, KEY=lines:FILE a list of lines,
                                   KEY=kv:FILE a dict of key=value lines, KEY=str:V a string as is
   free-port                       an unused TCP port on 127.0.0.1
-  report KIND ROWS META OUT_BASE  summary for KIND (plaintext|s1|memory|demo|hostile), written to
+  report KIND ROWS META OUT_BASE  summary for KIND (plaintext|s1|memory|demo|hostile|s1_gateway), written to
                                   OUT_BASE.json and OUT_BASE.md; the markdown is printed
   sht-summary | parse-ab | hostile-line   the hostile scenario's (hostile_report.py)
+  s1-window SAMPLES START END     S1 through the gateway: steady-window TPS (s1_gateway_report.py)
 """
 import json
 import re
@@ -276,6 +277,14 @@ def summary_hostile(rows):
 SUMMARIES["hostile"] = summary_hostile
 
 
+def summary_s1_gateway(rows):
+    import s1_gateway_report  # pylint: disable=import-outside-toplevel (it imports this module)
+    return s1_gateway_report.summary_s1_gateway(rows)
+
+
+SUMMARIES["s1_gateway"] = summary_s1_gateway
+
+
 def report(kind, rows_path, meta_path, out_base):
     rows = read_rows(rows_path)
     meta = load_json_file(meta_path)
@@ -320,6 +329,9 @@ def main(argv):
         print(free_port())
     elif cmd == "report":
         report(*argv[2:6])
+    elif cmd == "s1-window":
+        import s1_gateway_report  # pylint: disable=import-outside-toplevel
+        return s1_gateway_report.main(argv[1:])
     elif cmd in ("sht-summary", "parse-ab", "hostile-line"):
         import hostile_report  # pylint: disable=import-outside-toplevel
         return hostile_report.main(argv[1:])

@@ -138,9 +138,19 @@ bench_log_cmd() {
 # bench_start_sluice LOG PORT ARGS... -> SERVER_PID, MEM_PIDS; non-zero (and SERVER_ERROR) if it
 # did not come up, e.g. a backend this build does not register.
 bench_start_sluice() {
-    local log=$1 port=$2
-    shift 2
-    local cmd=("$BIN_DIR/sluice-hello" --listen "127.0.0.1:$port" "$@")
+    bench_start_app sluice-hello "$@"
+}
+
+# bench_start_app BINARY LOG PORT ARGS...: as bench_start_sluice, for any sluice app in BIN_DIR
+# (sluice-gateway, sluice-slow-backend, ...).
+bench_start_app() {
+    local bin=$1 log=$2 port=$3
+    shift 3
+    [[ -x $BIN_DIR/$bin ]] || {
+        SERVER_ERROR="$bin not built in $BIN_DIR"
+        return 1
+    }
+    local cmd=("$BIN_DIR/$bin" --listen "127.0.0.1:$port" "$@")
     # BENCH_NICE: the server's scheduling priority (nice execs, so the PID stays the server's).
     [[ -n ${BENCH_NICE:-} ]] && cmd=(nice -n "$BENCH_NICE" "${cmd[@]}")
     bench_log_cmd "${cmd[*]}"

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# S1 through the gateway ("the backend takes 3 seconds", issue 7): wrk -c USERS against
+# sluice-gateway, in front of sluice-slow-backend answering /work?ms=DELAY_MS from a loop timer.
+# An async gateway reaches USERS/delay TPS at latency = delay; a sync one with T threads caps at
+# T/delay (the Tomcat 6 row: 500 threads -> 166.7 TPS).
+#
+#   benchmarks/scenarios/s1_gateway.sh     # async, resume, co on epoll and uring; blocking:sync
+#   CASES="epoll:async epoll:async epoll:async" benchmarks/scenarios/s1_gateway.sh
+#
+# A case is backend:style (style sync|async|resume|co: /api/{style}/work?ms=DELAY_MS). A case may
+# repeat: the report then adds the medians per backend and style.
+#
+# TPS is the backend's completions in a steady window, not wrk's average (which counts the first
+# round, spent waiting, and loses the requests in flight at the end): stats_sampler.py reads the
+# backend's GET /stats every 0.5 s from the start of wrk, and TPS = (served at WINDOW_END -
+# served at WINDOW_START) / (the time between the two samples). wrk opens all its connections at
+# once, so the completions come in waves, one round (DELAY_MS) apart: the window starts 1 s after
+# the first wave (WINDOW_START_S = 4) and spans a whole number of rounds, ending at the last such
+# point before DURATION - 1 (DURATION 23 -> [4 s, 22 s], 6 rounds). A window that cut a wave in
+# two would count a fraction of it and read e.g. 469 for 500.
+# Also recorded: the backend's max_in_flight over the run (POST /stats/reset before each case),
+# wrk's errors and latency, the gateway's CPU time over the run (per request wrk completed), and
+# its RSS, threads and fds sampled halfway through.
+#
+# Environment (defaults): USERS (1500), DELAY_MS (3000), DURATION (23 s), WINDOW_START_S (4),
+# IO_THREADS (1: the gateway's I/O loops on epoll/uring), BLOCKING_THREADS (500: the gateway's
+# threads on blocking), POOL_SIZE (USERS: upstream connections per loop), WRK_THREADS (2),
+# UPSTREAM_BACKEND (epoll: the slow backend's), UPSTREAM_IO_THREADS (1).
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+USERS=${USERS:-1500}
+DELAY_MS=${DELAY_MS:-3000}
+DURATION=${DURATION:-23}
+WINDOW_START_S=${WINDOW_START_S:-4}
+IO_THREADS=${IO_THREADS:-1}
+BLOCKING_THREADS=${BLOCKING_THREADS:-500}
+POOL_SIZE=${POOL_SIZE:-$USERS}
+WRK_THREADS=${WRK_THREADS:-2}
+UPSTREAM_BACKEND=${UPSTREAM_BACKEND:-epoll}
+UPSTREAM_IO_THREADS=${UPSTREAM_IO_THREADS:-1}
+CASES=${CASES:-"epoll:async epoll:resume epoll:co uring:async uring:resume uring:co blocking:sync"}
+SAMPLER="$BENCH_DIR/scenarios/stats_sampler.py"
+
+# The window's end: WINDOW_START_S + k rounds, the largest k that stays at or before DURATION - 1.
+window_end() {
+    python3 -c "import sys; s, r, d = map(float, sys.argv[1:]); k = int((d - 1 - s) // r); print(f'{s + k * r:g}')" \
+        "$WINDOW_START_S" "$(python3 -c "print($DELAY_MS / 1000)")" "$DURATION"
+}
+
+# Prints the model TPS of a case: a sync handler holds one of BLOCKING_THREADS threads per request.
+model_tps() {
+    local concurrent=$USERS
+    [[ $1 == sync ]] && concurrent=$((USERS < BLOCKING_THREADS ? USERS : BLOCKING_THREADS))
+    python3 -c "print(round($concurrent * 1000.0 / $DELAY_MS, 1))"
+}
+
+backend_stats() {
+    curl -s -m 2 "http://127.0.0.1:$UPSTREAM_PORT/stats" || true
+}
+
+# Waits (at most 15 s) until nothing is in flight at the backend, then zeroes its counters.
+reset_backend() {
+    local tenths=150
+    while ((tenths-- > 0)); do
+        [[ $(backend_stats) == *'"in_flight":0,'* ]] && break
+        sleep 0.1
+    done
+    curl -s -m 2 -X POST "http://127.0.0.1:$UPSTREAM_PORT/stats/reset" >/dev/null ||
+        bench_die "POST /stats/reset to the backend failed"
+}
+
+start_upstream() {
+    UPSTREAM_PORT=$(bench_free_port)
+    bench_start_app sluice-slow-backend "$BENCH_TMP/upstream.log" "$UPSTREAM_PORT" --backend "$UPSTREAM_BACKEND" \
+        --io-threads "$UPSTREAM_IO_THREADS" --set log_level=warn --set limits.max_connections=20000 ||
+        bench_die "sluice-slow-backend did not start: $SERVER_ERROR"
+    UPSTREAM_PID=$SERVER_PID
+}
+
+start_gateway() {
+    local backend=$1 style=$2 port=$3
+    local args=(--upstream "127.0.0.1:$UPSTREAM_PORT" --pool-size "$POOL_SIZE" --backend "$backend"
+        --set log_level=warn --set limits.max_connections=20000)
+    if [[ $backend == blocking ]]; then
+        # Every user waits for a thread (as in the published runs) instead of being turned away.
+        args+=(--threads "$BLOCKING_THREADS" --set "blocking.accept_queue=$USERS")
+    else
+        args+=(--io-threads "$IO_THREADS")
+    fi
+    bench_start_app sluice-gateway "$BENCH_TMP/gateway-$backend-$style.log" "$port" "${args[@]}"
+}
+
+run_case() {
+    local spec=$1 backend style
+    IFS=: read -r backend style <<<"$spec"
+    local port model wend out="$BENCH_TMP/wrk-$backend-$style-$RANDOM.txt"
+    port=$(bench_free_port)
+    model=$(model_tps "$style")
+    wend=$(window_end)
+    local row=("backend=str:$backend" "style=str:$style" "users=$USERS" "delay_ms=$DELAY_MS" "model_tps=$model"
+        "pool_size=$POOL_SIZE"
+        "threads_cfg=$([[ $backend == blocking ]] && echo "$BLOCKING_THREADS" || echo "$IO_THREADS")")
+    bench_alive "$UPSTREAM_PID" || bench_die "sluice-slow-backend (pid $UPSTREAM_PID) died"
+    if ! start_gateway "$backend" "$style" "$port"; then
+        bench_say "$spec skipped: $SERVER_ERROR"
+        bench_row "${row[@]}" "skipped=str:$SERVER_ERROR"
+        return
+    fi
+    local pid=$SERVER_PID
+    bench_healthy "http://127.0.0.1:$port/api/$style/work?ms=1" ||
+        bench_say "$spec: the gateway did not answer a first /api/$style/work?ms=1 with 200"
+    reset_backend
+    python3 "$SAMPLER" --port "$UPSTREAM_PORT" --duration "$DURATION" >"$out.samples" 2>"$out.samples.err" &
+    local sampler=$!
+    STARTED_PIDS+=("$sampler")
+    bench_wrk "$out" "$DURATION" -t"$WRK_THREADS" -c"$USERS" -d"${DURATION}s" --timeout 30s --latency \
+        "http://127.0.0.1:$port/api/$style/work?ms=$DELAY_MS" &
+    local wrk_job=$! cpu0
+    cpu0=$(bench_cpu_ticks "$pid")
+    sleep $((DURATION / 2))
+    local rss threads fds
+    rss=$(bench_rss_kib "$pid")
+    threads=$(bench_threads "$pid")
+    fds=$(bench_fds "$pid")
+    wait "$wrk_job" || true
+    local cpu_s
+    cpu_s=$(python3 -c "print(($(bench_cpu_ticks "$pid") - $cpu0) / $(getconf CLK_TCK))")
+    bench_wait_exit "$sampler" 10 || bench_stop "$sampler" 1
+    wait "$sampler" 2>/dev/null || true
+    bench_forget "$sampler"
+    local stats max_in_flight
+    stats=$(backend_stats)
+    max_in_flight=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get("max_in_flight"))' "$stats" \
+        2>/dev/null || echo null)
+    python3 "$BENCHLIB" s1-window "$out.samples" "$WINDOW_START_S" "$wend" >"$out.window"
+    local alive=false
+    bench_alive "$pid" && alive=true
+    bench_stop "$pid"
+    bench_row "${row[@]}" @"$out.json" @"$out.window" "backend_max_in_flight=$max_in_flight" \
+        "gateway_cpu_s=$cpu_s" "rss_kib=$rss" \
+        "threads=$threads" "fds=$fds" "alive_after=$alive" "loadavg=str:$(bench_loadavg)"
+    bench_say "$spec: $(bench_json "$out.window" tps_window) TPS in the window (model $model)," \
+        "max in flight $max_in_flight, p99 $(bench_json "$out.json" p99_ms) ms, errors $(bench_json "$out.json" errors)," \
+        "RSS $rss KiB, threads $threads, fds $fds"
+}
+
+main() {
+    bench_init s1_gateway
+    for k in USERS DELAY_MS DURATION WINDOW_START_S IO_THREADS BLOCKING_THREADS POOL_SIZE WRK_THREADS \
+        UPSTREAM_BACKEND UPSTREAM_IO_THREADS; do
+        bench_param "$k" "${!k}"
+    done
+    bench_param CASES "$CASES"
+    bench_param WINDOW "${WINDOW_START_S}-$(window_end) s"
+    start_upstream
+    local spec
+    for spec in $CASES; do
+        run_case "$spec"
+    done
+    bench_note "TPS (window): the backend's served counter (GET /stats, sampled every 0.5 s from the start of wrk)" \
+        "between the samples nearest ${WINDOW_START_S} s and $(window_end) s, divided by the time between them: a" \
+        "whole number of $((DELAY_MS / 1000))-s rounds after the first; wrk's req/s (whole run) is shown for comparison."
+    bench_note "Expectation (issue 7): async/resume/co >= 0.995 x model, 0 errors, p99 <= 3,100 ms;" \
+        "sync on blocking with $BLOCKING_THREADS threads = model +- 2%."
+    bench_note "backend max in flight: the slow backend's max_in_flight over the case (POST /stats/reset before it)." \
+        "Gateway RSS, threads and fds are sampled halfway through the run."
+    bench_report s1_gateway
+}
+
+main "$@"
