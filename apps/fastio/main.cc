@@ -11,6 +11,8 @@
 
 #include <sluice/sluice.h>
 
+#include "../common/app_main.h"
+
 namespace {
 
 constexpr std::chrono::milliseconds io_wait{20};
@@ -36,7 +38,7 @@ void add_routes(sluice::server& srv) {
 } // namespace
 
 int main(int argc, char** argv) {
-    try {
+    return apps::run_app("sluice-fastio", [&] {
         auto cl = sluice::parse_command_line(argc, argv, sluice::process_environment(), {},
                                              "sluice-fastio: /fast (at once), /io (20 ms loop timer), "
                                              "/io-blocking (20 ms sleep on the handler's thread)");
@@ -47,12 +49,6 @@ int main(int argc, char** argv) {
         sluice::server srv(cl.cfg);
         add_routes(srv);
         srv.run_until_signal();
-    } catch (const sluice::startup_error& e) {
-        std::fprintf(stderr, "sluice-fastio: %s\n", e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "sluice-fastio: %s\n", e.what());
-        return 1;
-    }
-    return 0;
+        return 0;
+    });
 }

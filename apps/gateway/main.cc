@@ -17,6 +17,7 @@
 
 #include <sluice/sluice.h>
 
+#include "../common/app_main.h"
 #include "gateway.h"
 
 namespace {
@@ -59,7 +60,7 @@ std::chrono::milliseconds parse_ms(const std::string& key, const std::string& v)
 } // namespace
 
 int main(int argc, char** argv) {
-    try {
+    return apps::run_app("sluice-gateway", [&] {
         std::vector<char*> rest;
         std::vector<std::string> upstreams = take_upstreams(argc, argv, rest);
         const sluice::client_options defaults;
@@ -131,12 +132,6 @@ int main(int argc, char** argv) {
             gateway::add_routes(srv, *g);
             srv.run_until_signal();
         }
-    } catch (const sluice::startup_error& e) {
-        std::fprintf(stderr, "sluice-gateway: %s\n", e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "sluice-gateway: %s\n", e.what());
-        return 1;
-    }
-    return 0;
+        return 0;
+    });
 }

@@ -19,6 +19,8 @@
 
 #include <sluice/sluice.h>
 
+#include "../common/app_main.h"
+
 namespace {
 
 constexpr int max_delay_ms = 600'000;
@@ -126,7 +128,7 @@ void add_routes(sluice::server& srv) {
 } // namespace
 
 int main(int argc, char** argv) {
-    try {
+    return apps::run_app("sluice-hello", [&] {
         auto cl = sluice::parse_command_line(
             argc, argv, sluice::process_environment(), {},
             "sluice-hello: hello world, echo, delay (async, coroutine) and sleep (sync) "
@@ -138,12 +140,6 @@ int main(int argc, char** argv) {
         sluice::server srv(cl.cfg);
         add_routes(srv);
         srv.run_until_signal();
-    } catch (const sluice::startup_error& e) {
-        std::fprintf(stderr, "sluice-hello: %s\n", e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "sluice-hello: %s\n", e.what());
-        return 1;
-    }
-    return 0;
+        return 0;
+    });
 }

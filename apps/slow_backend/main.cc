@@ -19,6 +19,7 @@
 
 #include <sluice/sluice.h>
 
+#include "../common/app_main.h"
 #include "backend_stats.h"
 #include "shared_link.h"
 
@@ -197,7 +198,7 @@ void add_routes(sluice::server& srv, app& a) {
 } // namespace slow_backend
 
 int main(int argc, char** argv) {
-    try {
+    return apps::run_app("sluice-slow-backend", [&] {
         std::string bandwidth = "74";
         const sluice::app_option options[] = {
             {"bandwidth-mbit", "MBIT",
@@ -225,12 +226,6 @@ int main(int argc, char** argv) {
         sluice::server srv(cl.cfg);
         slow_backend::add_routes(srv, a);
         srv.run_until_signal();
-    } catch (const sluice::startup_error& e) {
-        std::fprintf(stderr, "sluice-slow-backend: %s\n", e.what());
-        return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "sluice-slow-backend: %s\n", e.what());
-        return 1;
-    }
-    return 0;
+        return 0;
+    });
 }
