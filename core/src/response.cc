@@ -10,37 +10,15 @@
 #include <sluice/request.h>
 #include <sluice/response.h>
 
+#include "http/tokens.h"
+
 namespace sluice {
 
 namespace {
 
-// tchar (RFC 9110 §5.6.2): a header name is one or more of these.
-bool is_tchar(char c) noexcept {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    switch (c) {
-    case '!':
-    case '#':
-    case '$':
-    case '%':
-    case '&':
-    case '\'':
-    case '*':
-    case '+':
-    case '-':
-    case '.':
-    case '^':
-    case '_':
-    case '`':
-    case '|':
-    case '~':
-        return true;
-    default:
-        return false;
-    }
-}
+using http::is_tchar;
 
+// tchar (RFC 9110 §5.6.2): a header name is one or more of these.
 void validate(std::string_view name, std::string_view value) {
     if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar)) {
         throw std::invalid_argument("response header name is not an RFC 9110 token");

@@ -19,8 +19,12 @@
 
 #include <sluice/router.h>
 
+#include "http/tokens.h"
+
 namespace sluice {
 namespace {
+
+using http::is_tchar;
 
 struct route_entry {
     std::string method;
@@ -77,13 +81,6 @@ struct pattern_segment {
 }
 
 // RFC 9110 §5.6.2 tchar: a method is a token.
-bool is_tchar(char c) noexcept {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
 bool is_param_name(std::string_view name) noexcept {
     const auto word = [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';

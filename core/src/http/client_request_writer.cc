@@ -7,16 +7,11 @@
 
 #include <sluice/request.h>
 
+#include "http/tokens.h"
+
 namespace sluice::http {
 
 namespace {
-
-bool is_tchar(char c) noexcept {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    return std::string_view{"!#$%&'*+-.^_`|~"}.find(c) != std::string_view::npos;
-}
 
 bool is_token(std::string_view s) noexcept {
     if (s.empty()) {

@@ -15,25 +15,13 @@
 
 #include <sluice/request.h>
 
+#include "http/tokens.h"
+
 namespace sluice::http {
 
 namespace {
 
 constexpr int callback_error = -1;
-
-bool is_ows(char c) noexcept {
-    return c == ' ' || c == '\t';
-}
-
-std::string_view trim_ows(std::string_view s) noexcept {
-    while (!s.empty() && is_ows(s.front())) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && is_ows(s.back())) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
 
 } // namespace
 

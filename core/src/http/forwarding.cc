@@ -3,16 +3,13 @@
 
 #include <sluice/forwarding.h>
 
+#include "http/tokens.h"
+
 namespace sluice {
 
 namespace {
 
-bool is_tchar(char c) noexcept {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    return std::string_view{"!#$%&'*+-.^_`|~"}.find(c) != std::string_view::npos;
-}
+using http::is_tchar;
 
 } // namespace
 

@@ -5,13 +5,13 @@
 #include <cstdint>
 #include <string_view>
 
+#include "http/tokens.h"
+
 namespace sluice::detail {
 
 namespace {
 
-bool is_ows(char c) noexcept {
-    return c == ' ' || c == '\t';
-}
+using http::is_ows;
 
 } // namespace
 
@@ -86,7 +86,8 @@ void request_builder::finish_target() {
         r_.arena_.push_back('/');
         return;
     }
-    r_.path_ = {static_cast<std::uint32_t>(r_.target_.off + start), static_cast<std::uint32_t>(path_end - start)};
+    r_.path_ = {static_cast<std::uint32_t>(r_.target_.off + start),
+                static_cast<std::uint32_t>(path_end - start)};
 }
 
 } // namespace sluice::detail

@@ -18,31 +18,11 @@
 #include <string_view>
 
 #include "http/request_builder.h"
+#include "http/tokens.h"
 
 namespace sluice::http {
 
 namespace {
-
-bool is_tchar(char c) noexcept {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
-        return true;
-    }
-    return std::string_view{"!#$%&'*+-.^_`|~"}.find(c) != std::string_view::npos;
-}
-
-bool is_ows(char c) noexcept {
-    return c == ' ' || c == '\t';
-}
-
-std::string_view trim_ows(std::string_view s) noexcept {
-    while (!s.empty() && is_ows(s.front())) {
-        s.remove_prefix(1);
-    }
-    while (!s.empty() && is_ows(s.back())) {
-        s.remove_suffix(1);
-    }
-    return s;
-}
 
 // Host = uri-host [ ":" port ] (RFC 9110 §7.2): reg-name, IPv4 or an IP-literal in brackets,
 // all drawn from unreserved / pct-encoded / sub-delims (RFC 3986 §3.2.2). Anything else ('/',
