@@ -220,6 +220,22 @@ std::string check_path(std::string_view v) {
     return {};
 }
 
+std::string check_tls_version(std::string_view v) {
+    if (v != "1.2" && v != "1.3") {
+        return "must be '1.2' or '1.3', got " + quoted(v);
+    }
+    return {};
+}
+
+// OpenSSL cipher strings are ASCII names, ':' '+' '-' '!' and '@'; anything else is a typo
+// (OpenSSL itself reports the unusable ones when the server starts).
+std::string check_cipher_list(std::string_view v) {
+    if (std::any_of(v.begin(), v.end(), [](char c) { return c <= 0x20 || c >= 0x7f; })) {
+        return "must be an OpenSSL cipher list (printable ASCII, no spaces), got " + quoted(v);
+    }
+    return {};
+}
+
 std::string store_dispatch(config& c, std::string_view v) {
     if (v == "inline") {
         c.dispatch = dispatch_mode::inline_io;
@@ -377,6 +393,14 @@ constexpr std::array keys{
                                                             "PEM certificate chain; set with tls.key"),
     string_key<check_path, &config::tls, &tls_config::key>("tls.key", "FILE",
                                                            "PEM private key; set with tls.cert"),
+    string_key<check_tls_version, &config::tls, &tls_config::min_version>("tls.min_version", "1.2|1.3",
+                                                                          "oldest TLS version accepted"),
+    string_key<check_cipher_list, &config::tls, &tls_config::ciphers>(
+        "tls.ciphers", "LIST", "TLS 1.2 cipher list; empty = ECDHE with AEAD only"),
+    string_key<check_cipher_list, &config::tls, &tls_config::ciphersuites>(
+        "tls.ciphersuites", "LIST", "TLS 1.3 suites; empty = OpenSSL's default"),
+    integer_key<&config::tls, &tls_config::handshake_timeout_ms>(
+        "tls.handshake_timeout_ms", 1, max_timeout_ms, "accept to end of the TLS handshake; then close"),
 };
 
 std::string range_text(const key_spec& k) {

@@ -123,6 +123,9 @@ protected:
 };
 
 TEST_P(stream_backpressure_test, a_slow_reader_keeps_queued_output_bounded_and_gets_the_whole_body) {
+    if (over_tls()) {
+        GTEST_SKIP() << "TLS row: reads the raw socket to pace itself (docs/tls.md, unfinished)";
+    }
     srv().start();
     constexpr std::size_t total = std::size_t{64} << 20;
     test_client c(srv().port());

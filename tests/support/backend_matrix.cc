@@ -4,17 +4,22 @@
 #include <utility>
 #include <vector>
 
+#include "support/test_certs.h"
+
 namespace sluice::test {
 
 void PrintTo(const backend_param& p, std::ostream* os) {
-    *os << p.backend << (p.dispatch == dispatch_mode::pool ? "/pool" : "/inline");
+    *os << p.backend << (p.dispatch == dispatch_mode::pool ? "/pool" : "/inline")
+        << (p.wire == wire::tls ? "/tls" : "");
 }
 
 std::vector<backend_param> backend_matrix() {
     std::vector<backend_param> out;
     for (const io::backend* b : io::registered_backends()) {
-        out.push_back({std::string(b->name), dispatch_mode::inline_io});
-        out.push_back({std::string(b->name), dispatch_mode::pool});
+        for (const wire w : {wire::plain, wire::tls}) {
+            out.push_back({std::string(b->name), dispatch_mode::inline_io, w});
+            out.push_back({std::string(b->name), dispatch_mode::pool, w});
+        }
     }
     return out;
 }
@@ -30,7 +35,8 @@ std::vector<backend_param> backend_matrix_of(std::string_view backend) {
 }
 
 std::string backend_param_name(const testing::TestParamInfo<backend_param>& info) {
-    return info.param.backend + (info.param.dispatch == dispatch_mode::pool ? "_pool" : "_inline");
+    return info.param.backend + (info.param.dispatch == dispatch_mode::pool ? "_pool" : "_inline") +
+           (info.param.wire == wire::tls ? "_tls" : "");
 }
 
 const io::backend* find_backend(std::string_view name) noexcept {
@@ -56,6 +62,11 @@ void backend_test::SetUp() {
         GTEST_SKIP() << "backend " << GetParam().backend << " cannot run here: " << why;
     }
     server_ = std::make_unique<test_server>(GetParam().backend, GetParam().dispatch);
+    if (GetParam().wire == wire::tls) {
+        // The TLS driver wraps the backend's: every case written for plaintext runs over it.
+        server_->config().tls.cert = shared_test_certs().cert_path();
+        server_->config().tls.key = shared_test_certs().key_path();
+    }
 }
 
 void backend_test::TearDown() {

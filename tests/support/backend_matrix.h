@@ -21,18 +21,22 @@
 
 namespace sluice::test {
 
+/// What the connections of a row speak: the same cases run over plaintext and over TLS.
+enum class wire { plain, tls };
+
 struct backend_param {
     std::string backend;
     dispatch_mode dispatch = dispatch_mode::inline_io;
+    sluice::test::wire wire = wire::plain;
 };
 
 void PrintTo(const backend_param& p, std::ostream* os);
 
-/// Every registered backend × {inline, pool}.
+/// Every registered backend × {inline, pool} × {plain, tls}.
 std::vector<backend_param> backend_matrix();
 /// One backend's rows of the matrix, for a suite about what only that backend has.
 std::vector<backend_param> backend_matrix_of(std::string_view backend);
-/// "epoll_inline", "blocking_pool": the suffix of each test's name.
+/// "epoll_inline", "blocking_pool_tls": the suffix of each test's name.
 std::string backend_param_name(const testing::TestParamInfo<backend_param>& info);
 /// The registered backend of that name, or null.
 const io::backend* find_backend(std::string_view name) noexcept;
@@ -50,6 +54,7 @@ protected:
     /// The backend runs one connection per thread (blocking): a suspended request keeps it.
     bool connection_per_thread() const noexcept;
     bool pool_dispatch() const noexcept { return GetParam().dispatch == dispatch_mode::pool; }
+    bool over_tls() const noexcept { return GetParam().wire == wire::tls; }
 
     std::unique_ptr<test_server> server_;
     background bg_;

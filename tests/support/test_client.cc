@@ -12,9 +12,12 @@
 #include <cstring>
 #include <thread>
 
+#include "support/test_certs.h"
+
 namespace sluice::test {
 
-test_client::test_client(std::uint16_t port, std::chrono::milliseconds timeout) : timeout_(timeout) {
+test_client::test_client(std::uint16_t port, std::chrono::milliseconds timeout, client_transport transport)
+    : timeout_(timeout) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         fail(std::string("socket: ") + std::strerror(errno));
@@ -46,6 +49,21 @@ test_client::test_client(std::uint16_t port, std::chrono::milliseconds timeout) 
         ::close(fd);
         return;
     }
+    if (transport != client_transport::plain) {
+        std::optional<std::string> ca = tls_ca_for_port(port);
+        if (transport == client_transport::tls && !ca) {
+            ca = shared_test_certs().cert_path();
+        }
+        if (ca) {
+            std::string why;
+            tls_ = tls_stream::connect(fd, *ca, deadline, why);
+            if (tls_ == nullptr) {
+                fail(why);
+                ::close(fd);
+                return;
+            }
+        }
+    }
     fd_ = fd;
 }
 
@@ -63,6 +81,24 @@ void test_client::fail(std::string what) {
 bool test_client::write_all(std::string_view bytes, test_clock::time_point deadline) {
     if (fd_ < 0) {
         fail("not connected");
+        return false;
+    }
+    while (tls_ && !bytes.empty()) {
+        std::size_t put = 0;
+        const auto r = tls_->write(bytes.data(), bytes.size(), put);
+        if (r == tls_stream::result::ok) {
+            bytes.remove_prefix(put);
+            continue;
+        }
+        if (r == tls_stream::result::want_read || r == tls_stream::result::want_write) {
+            pollfd p{fd_, static_cast<short>(r == tls_stream::result::want_read ? POLLIN : POLLOUT), 0};
+            if (::poll(&p, 1, remaining_ms(deadline)) == 0) {
+                fail("send timed out (the server does not read)");
+                return false;
+            }
+            continue;
+        }
+        fail("TLS send: " + (r == tls_stream::result::eof ? std::string("closed") : tls_->error()));
         return false;
     }
     while (!bytes.empty()) {
@@ -114,6 +150,28 @@ test_client::fill test_client::fill_once(test_clock::time_point deadline) {
     }
     if (eof_) {
         return fill::eof;
+    }
+    while (tls_) {
+        char buf[16384];
+        std::size_t got = 0;
+        const auto r = tls_->read(buf, sizeof buf, got);
+        if (r == tls_stream::result::ok) {
+            in_.append(buf, got);
+            return fill::data;
+        }
+        if (r == tls_stream::result::eof || r == tls_stream::result::failed) {
+            eof_ = true; // a fatal alert ends the stream as a reset does
+            return fill::eof;
+        }
+        pollfd p{fd_, static_cast<short>(r == tls_stream::result::want_read ? POLLIN : POLLOUT), 0};
+        const int rc = ::poll(&p, 1, remaining_ms(deadline));
+        if (rc == 0) {
+            return fill::timeout;
+        }
+        if (rc < 0 && errno != EINTR) {
+            fail(std::string("poll: ") + std::strerror(errno));
+            return fill::failed;
+        }
     }
     while (true) {
         char buf[16384];
@@ -233,6 +291,10 @@ std::size_t test_client::read_for(std::chrono::milliseconds window) {
 }
 
 void test_client::close_clean() noexcept {
+    if (tls_ && fd_ >= 0) {
+        tls_->close_notify();
+    }
+    tls_.reset();
     if (fd_ >= 0) {
         ::close(fd_);
         fd_ = -1;
@@ -243,6 +305,7 @@ void test_client::close_abortive() noexcept {
     if (fd_ >= 0) {
         const linger l{1, 0};
         ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+        tls_.reset();
         ::close(fd_);
         fd_ = -1;
     }
@@ -250,6 +313,9 @@ void test_client::close_abortive() noexcept {
 
 void test_client::shutdown_write() noexcept {
     if (fd_ >= 0) {
+        if (tls_) {
+            tls_->close_notify(); // TLS's half-close (RFC 8446 6.1), then TCP's
+        }
         ::shutdown(fd_, SHUT_WR);
     }
 }

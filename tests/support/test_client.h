@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,13 +19,19 @@
 
 #include "support/deadline.h"
 #include "support/http_response.h"
+#include "support/tls_stream.h"
 
 namespace sluice::test {
 
+/// What a test_client speaks: TLS when the port belongs to a TLS test_server (the {tls} rows of
+/// the matrix run every case over TLS), or plaintext / TLS whatever the port is.
+enum class client_transport { automatic, plain, tls };
+
 class test_client {
 public:
-    /// Connects to 127.0.0.1:port; check connected() / error().
-    explicit test_client(std::uint16_t port, std::chrono::milliseconds timeout = default_timeout);
+    /// Connects to 127.0.0.1:port (and handshakes, over TLS); check connected() / error().
+    explicit test_client(std::uint16_t port, std::chrono::milliseconds timeout = default_timeout,
+                         client_transport transport = client_transport::automatic);
     ~test_client();
     test_client(const test_client&) = delete;
     test_client& operator=(const test_client&) = delete;
@@ -67,6 +74,8 @@ public:
     void shutdown_write() noexcept;
 
     int fd() const noexcept { return fd_; }
+    /// The TLS session, or null on a plaintext connection.
+    tls_stream* tls() const noexcept { return tls_.get(); }
 
 private:
     enum class fill { data, eof, timeout, failed };
@@ -75,6 +84,7 @@ private:
     void fail(std::string what);
 
     int fd_ = -1;
+    std::unique_ptr<tls_stream> tls_;
     std::chrono::milliseconds timeout_;
     std::string in_;
     bool eof_ = false;

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <thread>
 
+#include "support/tls_stream.h"
+
 namespace sluice::test {
 
 test_server::test_server(std::string backend, dispatch_mode dispatch) {
@@ -40,6 +42,17 @@ void test_server::start() {
     }
     routes_.clear();
     server_->start();
+    if (!cfg_.tls.cert.empty()) {
+        tls_port_ = server_->port();
+        register_tls_port(tls_port_, cfg_.tls.cert); // self-signed: the certificate is its own CA
+    }
+}
+
+void test_server::forget_tls_port() noexcept {
+    if (tls_port_ != 0) {
+        unregister_tls_port(tls_port_);
+        tls_port_ = 0;
+    }
 }
 
 std::uint16_t test_server::port() const noexcept {
@@ -86,6 +99,7 @@ void test_server::destroy() noexcept {
         server_->stop();
         server_.reset();
     }
+    forget_tls_port();
 }
 
 bool test_server::wait_exchanges_freed(std::chrono::milliseconds timeout) const {

@@ -71,7 +71,10 @@ private:
         handler h;
     };
 
+    void forget_tls_port() noexcept;
+
     sluice::config cfg_;
+    std::uint16_t tls_port_ = 0; ///< registered for test_client (support/tls_stream.h)
     std::shared_ptr<log_capture> log_ = std::make_shared<log_capture>();
     std::vector<pending_route> routes_;
     std::unique_ptr<sluice::server> server_;

@@ -56,7 +56,7 @@ TEST(config, test_list_covers_every_key_describe_config_knows) {
         tested.insert(std::string(k.key));
     }
     EXPECT_EQ(described, tested);
-    EXPECT_EQ(described.size(), 22U);
+    EXPECT_EQ(described.size(), 26U);
 }
 
 TEST(config, defaults_are_documented_values) {
@@ -153,7 +153,13 @@ INSTANTIATE_TEST_SUITE_P(
                       bad_value{"tls.cert", "/etc/\xff.pem", "must be UTF-8"},
                       bad_value{"tls.key", "\xc0\xaf", "must be UTF-8"},     // overlong '/'
                       bad_value{"tls.key", "\xed\xa0\x80", "must be UTF-8"}, // a surrogate
-                      bad_value{"tls.cert", "a\xe2\x82", "must be UTF-8"})); // cut short
+                      bad_value{"tls.cert", "a\xe2\x82", "must be UTF-8"},   // cut short
+                      bad_value{"tls.min_version", "1.1", "must be '1.2' or '1.3', got '1.1'"},
+                      bad_value{"tls.min_version", "TLSv1.2", "must be '1.2' or '1.3'"},
+                      bad_value{"tls.ciphers", "ECDHE AESGCM", "must be an OpenSSL cipher list"},
+                      bad_value{"tls.ciphersuites", "TLS_AES_128_GCM_SHA256\n",
+                                "must be an OpenSSL cipher list"},
+                      bad_value{"tls.handshake_timeout_ms", "0", "must be between 1 and"}));
 
 INSTANTIATE_TEST_SUITE_P(
     listen, config_bad_value,

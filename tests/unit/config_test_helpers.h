@@ -152,6 +152,13 @@ inline const std::vector<key_case>& every_key() {
          [](const config& c) { return c.tls.cert == "/etc/sluice/cert.pem"; }},
         {"tls.key", "/etc/sluice/key.pem", "\"/etc/sluice/key.pem\"",
          [](const config& c) { return c.tls.key == "/etc/sluice/key.pem"; }},
+        {"tls.min_version", "1.3", "\"1.3\"", [](const config& c) { return c.tls.min_version == "1.3"; }},
+        {"tls.ciphers", "ECDHE+AESGCM", "\"ECDHE+AESGCM\"",
+         [](const config& c) { return c.tls.ciphers == "ECDHE+AESGCM"; }},
+        {"tls.ciphersuites", "TLS_AES_128_GCM_SHA256", "\"TLS_AES_128_GCM_SHA256\"",
+         [](const config& c) { return c.tls.ciphersuites == "TLS_AES_128_GCM_SHA256"; }},
+        {"tls.handshake_timeout_ms", "2500", "2500",
+         [](const config& c) { return c.tls.handshake_timeout_ms == 2500; }},
     };
     return cases;
 }

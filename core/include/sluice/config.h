@@ -52,8 +52,12 @@ struct blocking_config {
 };
 
 struct tls_config {
-    std::string cert; ///< PEM certificate chain file
-    std::string key;  ///< PEM private key file
+    std::string cert;                ///< PEM certificate chain file; set: the listener speaks TLS only
+    std::string key;                 ///< PEM private key file (unencrypted)
+    std::string min_version = "1.2"; ///< "1.2" or "1.3"
+    std::string ciphers;             ///< TLS 1.2 cipher list (OpenSSL syntax); "" = ECDHE + AEAD only
+    std::string ciphersuites;        ///< TLS 1.3 suites; "" = OpenSSL's default (all AEAD)
+    std::uint32_t handshake_timeout_ms = 10'000; ///< accept to end of handshake; then close
 };
 
 struct config {

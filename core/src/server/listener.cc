@@ -11,6 +11,7 @@
 #include "server/connection.h"
 #include "server/loop_context.h"
 #include "server/socket_util.h"
+#include "tls/tls_driver.h"
 
 namespace sluice::detail {
 
@@ -93,10 +94,18 @@ void adopt_connection(loop_context& lc, int fd) noexcept {
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     lc.counters.add(lc.counters.accepted, 1);
+    if (lc.tls != nullptr && lc.tls->adopt_server(fd) < 0) {
+        lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
+        ::close(fd);
+        return;
+    }
     connection* c = nullptr;
     try {
         c = new connection(lc, fd, peer_address(fd));
     } catch (const std::bad_alloc&) {
+        if (lc.tls != nullptr) {
+            lc.tls->forget(fd);
+        }
         lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
         ::close(fd);
         return;

@@ -22,6 +22,7 @@
 namespace sluice::detail {
 
 class connection;
+class tls_driver;
 
 /// What a connection needs only while a request is in progress: the parser and the
 /// exchange. Pooled per loop, so an idle keep-alive connection holds neither.
@@ -80,6 +81,8 @@ public:
     loop_counters counters;
     http::date_cache dates;
     std::vector<router::param> params; ///< scratch for route matching
+    /// The loop's driver when the listener speaks TLS (it wraps the backend's), else null.
+    tls_driver* tls = nullptr;
 
     std::unique_ptr<request_slot> take_slot();
     /// Takes a slot back after its exchange ended (on_complete has run): resets the exchange

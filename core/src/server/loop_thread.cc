@@ -1,6 +1,7 @@
 #include "server/loop_thread.h"
 
 #include "server/runtime.h"
+#include "tls/tls_driver.h"
 
 namespace sluice::detail {
 
@@ -10,9 +11,18 @@ std::string loop_thread::open(const io::backend& b, server_context& server, unsi
     if (driver == nullptr) {
         return error.empty() ? std::string(b.name) + ": cannot create a driver" : error;
     }
+    // TLS sits at the seam, as a driver wrapping the backend's (tls/tls_driver.h): the loop,
+    // its connections and the backend stay as they are.
+    tls_driver* tls = nullptr;
+    if (server.tls != nullptr) {
+        auto wrapped = std::make_unique<tls_driver>(std::move(driver), *server.tls);
+        tls = wrapped.get();
+        driver = std::move(wrapped);
+    }
     std::lock_guard lock(mu);
     loop = std::make_unique<detail::loop>(std::move(driver), server.log, index);
     ctx = std::make_unique<loop_context>(*loop, server);
+    ctx->tls = tls;
     return "";
 }
 

@@ -14,6 +14,7 @@
 #include "server/socket_util.h"
 #include "server/watchdog.h"
 #include "server/worker_pool.h"
+#include "tls/tls_context.h"
 
 namespace sluice::detail {
 
@@ -37,14 +38,16 @@ public:
             throw std::logic_error("server::start: already started");
         }
         validate_config(cfg_); // a config built in code gets the same checks as a parsed one
+        // Certificate and key are loaded before anything binds: a bad file is a startup error
+        // naming it, and a TLS listener never serves plaintext.
+        std::unique_ptr<tls_context> tls;
         if (!cfg_.tls.cert.empty()) {
-            // Never serve plaintext to someone who asked for TLS.
-            throw startup_error("tls.cert",
-                                "TLS termination is not implemented yet: terminate TLS in front of "
-                                "sluice (a load balancer or proxy) and leave tls.cert and tls.key unset");
+            tls = std::make_unique<tls_context>(cfg_.tls);
         }
         const socket_address addr = resolve_listen_address(cfg_.listen);
         ctx_ = std::make_unique<server_context>(cfg_, routes_, log_);
+        tls_ = std::move(tls);
+        ctx_->tls = tls_.get();
         backend_ = &select_backend(cfg_.backend, driver_options_for(*ctx_, 0), log_);
         if (cfg_.dispatch == dispatch_mode::pool) {
             workers_ = std::make_unique<worker_pool>(cfg_.worker_threads, ctx_.get());
@@ -142,6 +145,7 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     std::unique_ptr<server_context> ctx_;
+    std::unique_ptr<tls_context> tls_; // outlives the runtime, whose loops' TLS drivers use it
     const io::backend* backend_ = nullptr;
     std::unique_ptr<worker_pool> workers_;
     std::unique_ptr<runtime> runtime_;

@@ -11,6 +11,7 @@
 namespace sluice::detail {
 
 class worker_pool;
+class tls_context;
 
 struct server_context {
     server_context(const config& c, const router& r, const logger& l) : cfg(c), routes(r), log(l) {}
@@ -18,7 +19,8 @@ struct server_context {
     const config& cfg;
     const router& routes;
     const logger& log;
-    worker_pool* workers = nullptr; ///< set when dispatch = pool
+    worker_pool* workers = nullptr;   ///< set when dispatch = pool
+    const tls_context* tls = nullptr; ///< set when the listener speaks TLS (tls.cert)
 
     /// Connections open across every loop (limits.max_connections).
     std::atomic<std::uint32_t> open_connections{0};

@@ -1,0 +1,65 @@
+// The state tls_driver keeps for one TLS descriptor (tls_driver.h has the diagram).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "tls/tls_bio.h"
+#include "tls/tls_driver.h"
+
+namespace sluice::detail {
+
+struct tls_driver::conn {
+    conn(int f, std::uint32_t s) : fd(f), slot(s) {}
+    ~conn();
+    conn(const conn&) = delete;
+    conn& operator=(const conn&) = delete;
+
+    int fd;
+    std::uint32_t slot;    ///< index in slots_, and the id of its lent plaintext buffer
+    void* owner = nullptr; ///< set by the owner's first verb
+    ssl_st* ssl = nullptr;
+    tls_bio_io bio; ///< in: the lent ciphertext being read; out: &queued
+
+    // Ciphertext. The BIO appends to `queued`; `sending` is the inner send in flight and is
+    // never touched until it completes (rule 7), so appending cannot move what the kernel reads.
+    std::string queued;
+    std::string sending;
+    std::size_t sending_off = 0;
+    iovec iov{};
+    bool inner_sending = false;
+
+    // The owner's send: its iovec (valid until its completion, rule 7), and how many of its
+    // bytes are already encrypted (kept across a 0-byte report: the owner sends them again).
+    const iovec* owner_iov = nullptr;
+    int owner_iovcnt = 0;
+    bool owner_send = false;
+    bool encrypted = false; ///< owner_iov's bytes up to plain_encrypted are in the queue
+    std::size_t plain_encrypted = 0;
+    bool send_done = false; ///< a send completion is due: send_result
+    std::int32_t send_result = 0;
+
+    // Plaintext decrypted and not yet seen by the owner; lent while `lent`.
+    std::unique_ptr<char[]> plain;
+    std::size_t plain_len = 0;
+    std::size_t plain_cap = 0;
+    bool lent = false;
+
+    bool owner_recv = false; ///< armed from the owner's view (rule 6)
+    bool inner_recv = false; ///< armed at the inner driver
+    bool handshaking = true;
+    bool closing = false;
+    bool has_final = false; ///< receiving ended: final is 0 (end of stream) or -errno
+    bool final_reported = false;
+    std::int32_t final = 0;
+    bool touched = false;
+    bool has_deadline = false;
+    std::multimap<std::chrono::steady_clock::time_point, conn*>::iterator deadline;
+};
+
+} // namespace sluice::detail

@@ -1,0 +1,635 @@
+#include "tls/tls_driver.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "tls/tls_conn.h"
+#include "tls/tls_context.h"
+
+namespace sluice::detail {
+
+namespace {
+
+// Lent plaintext buffers carry this bit in their id; the inner drivers' ids are pool indices
+// far below it (backend.h rule 5), so release() can tell whose buffer it is given.
+constexpr std::uint32_t own_buffer = 0x8000'0000U;
+// One SSL_read asks for a full record's worth.
+constexpr std::size_t plain_chunk = 16 * 1024;
+constexpr std::size_t plain_buffer_bytes = plain_chunk * 2;
+// The most plaintext one owner send() encrypts: a 1 GiB response is not doubled in memory; the
+// owner sends the rest (rule 7: fewer bytes than asked).
+constexpr std::size_t max_plain_per_send = std::size_t{256} * 1024;
+constexpr std::size_t max_spares = 1024;
+
+// The inner driver's owner for a TLS descriptor: the state's address with the low bit set.
+// Owners are objects (aligned), so the bit is free, and wait() tells the two apart with one test.
+
+bool is_tagged(const void* owner) noexcept {
+    return (reinterpret_cast<std::uintptr_t>(owner) & 1U) != 0;
+}
+
+} // namespace
+
+namespace {
+void* tagged(tls_driver::conn* s) noexcept {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(s) | 1U);
+}
+tls_driver::conn* untagged(void* owner) noexcept {
+    return reinterpret_cast<tls_driver::conn*>(reinterpret_cast<std::uintptr_t>(owner) & ~std::uintptr_t{1});
+}
+} // namespace
+
+tls_driver::conn::~conn() {
+    SSL_free(ssl); // frees the BIO too (SSL_set_bio)
+}
+
+tls_driver::tls_driver(std::unique_ptr<io::driver> inner, const tls_context& ctx)
+    : inner_(std::move(inner)), ctx_(ctx) {}
+
+tls_driver::~tls_driver() = default;
+
+tls_driver::conn* tls_driver::find(int fd) const noexcept {
+    if (fd < 0 || static_cast<std::size_t>(fd) >= by_fd_.size()) {
+        return nullptr;
+    }
+    return by_fd_[static_cast<std::size_t>(fd)];
+}
+
+int tls_driver::adopt_server(int fd) noexcept {
+    if (fd < 0) {
+        return -EBADF;
+    }
+    try {
+        if (static_cast<std::size_t>(fd) >= by_fd_.size()) {
+            by_fd_.resize(static_cast<std::size_t>(fd) + 1 + by_fd_.size() / 2, nullptr);
+        }
+        std::uint32_t slot = 0;
+        if (free_slots_.empty()) {
+            slot = static_cast<std::uint32_t>(slots_.size());
+            if (slot >= own_buffer) {
+                return -ENOMEM;
+            }
+            slots_.emplace_back();
+        } else {
+            slot = free_slots_.back();
+        }
+        auto s = std::make_unique<conn>(fd, slot);
+        ERR_clear_error();
+        s->ssl = SSL_new(ctx_.native());
+        BIO* b = s->ssl != nullptr ? new_tls_bio(s->bio) : nullptr;
+        if (b == nullptr) {
+            ERR_clear_error();
+            return -ENOMEM;
+        }
+        s->bio.out = &s->queued;
+        SSL_set_bio(s->ssl, b, b);
+        SSL_set_accept_state(s->ssl);
+        const auto when = clock::now() + std::chrono::milliseconds(ctx_.handshake_timeout_ms());
+        s->deadline = handshake_deadlines_.emplace(when, s.get());
+        s->has_deadline = true;
+        if (!free_slots_.empty()) {
+            free_slots_.pop_back();
+        }
+        by_fd_[static_cast<std::size_t>(fd)] = s.get();
+        slots_[slot] = std::move(s);
+    } catch (const std::bad_alloc&) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void tls_driver::forget(int fd) noexcept {
+    if (conn* s = find(fd)) {
+        by_fd_[static_cast<std::size_t>(fd)] = nullptr;
+        free_conn(*s);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verbs
+
+int tls_driver::accept(int listen_fd, void* owner) noexcept {
+    return inner_->accept(listen_fd, owner);
+}
+
+int tls_driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) noexcept {
+    return inner_->connect(fd, addr, len, owner);
+}
+
+void tls_driver::wake() noexcept {
+    inner_->wake();
+}
+
+int tls_driver::recv(int fd, void* owner) noexcept {
+    conn* s = find(fd);
+    if (s == nullptr) {
+        return inner_->recv(fd, owner);
+    }
+    s->owner = owner;
+    s->owner_recv = true;
+    if (s->plain_len > 0 || s->has_final) {
+        s->final_reported = false; // re-armed after the end: say it again (rule 6)
+        touch(*s);
+    }
+    arm_inner_recv(*s);
+    return 0;
+}
+
+void tls_driver::pause_recv(int fd, void* owner) noexcept {
+    conn* s = find(fd);
+    if (s == nullptr) {
+        inner_->pause_recv(fd, owner);
+        return;
+    }
+    if (!s->owner_recv) {
+        return;
+    }
+    s->owner_recv = false;
+    try {
+        pending_.push_back({owner, io::op::recv, false, -ECANCELED, io::no_buffer, nullptr});
+    } catch (const std::bad_alloc&) {
+        // Without the final completion the owner would wait for it forever: fail the stream.
+        fail(*s, -ENOMEM);
+    }
+    // The handshake needs its bytes whatever the owner wants; after it, stop the ciphertext too
+    // (backpressure reaches the peer; the inner driver still reports a hang-up, rule 6).
+    if (!s->handshaking && s->inner_recv) {
+        inner_->pause_recv(fd, tagged(s));
+    }
+}
+
+int tls_driver::send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept {
+    conn* s = find(fd);
+    if (s == nullptr) {
+        return inner_->send(fd, iov, iovcnt, owner);
+    }
+    if (s->owner_send) {
+        return -EBUSY; // rule 7
+    }
+    if (iovcnt < 0) {
+        return -EINVAL;
+    }
+    s->owner = owner;
+    s->owner_send = true;
+    s->owner_iov = iov;
+    s->owner_iovcnt = iovcnt;
+    s->encrypted = false;
+    if (s->has_final && s->handshaking) {
+        // The handshake failed: nothing will ever be encrypted.
+        s->owner_send = false;
+        s->send_done = true;
+        s->send_result = -EPIPE;
+        touch(*s);
+    } else if (!s->handshaking) {
+        encrypt_owner_send(*s);
+    }
+    return 0;
+}
+
+void tls_driver::close(int fd, void* owner) noexcept {
+    conn* s = find(fd);
+    if (s == nullptr) {
+        inner_->close(fd, owner);
+        return;
+    }
+    by_fd_[static_cast<std::size_t>(fd)] = nullptr; // the number may come back for a new socket
+    s->owner = owner;
+    s->closing = true;
+    end_handshake_clock(*s);
+    // Best effort close_notify (RFC 8446 6.1), written straight to the socket without waiting:
+    // it must not hold the close, and nothing may interleave with an inner send in flight.
+    if (!s->handshaking && !s->has_final && !s->inner_sending) {
+        prime_queue(*s);
+        ERR_clear_error();
+        SSL_shutdown(s->ssl);
+        ERR_clear_error();
+        if (!s->queued.empty()) {
+            [[maybe_unused]] const ssize_t n =
+                ::send(fd, s->queued.data(), s->queued.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+    }
+    inner_->close(fd, tagged(s));
+}
+
+void tls_driver::release(std::uint32_t buffer) noexcept {
+    if ((buffer & own_buffer) == 0 || buffer == io::no_buffer) {
+        inner_->release(buffer);
+        return;
+    }
+    const std::uint32_t slot = buffer & ~own_buffer;
+    if (slot < slots_.size() && slots_[slot] != nullptr) {
+        conn& s = *slots_[slot];
+        s.lent = false;
+        s.plain_len = 0;
+        give_plain(s); // an idle connection holds no plaintext buffer
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// wait(): the inner completions of TLS descriptors become the owners' completions.
+
+int tls_driver::wait(std::chrono::nanoseconds timeout, std::vector<io::completion>& out) noexcept {
+    for (conn* s : graveyard_) {
+        free_conn(*s);
+    }
+    graveyard_.clear();
+    if (!pending_.empty() || !touched_.empty()) {
+        timeout = std::chrono::nanoseconds(0);
+    } else if (!handshake_deadlines_.empty()) {
+        const auto until = std::max(handshake_deadlines_.begin()->first - clock::now(), clock::duration(0));
+        if (timeout < std::chrono::nanoseconds(0) || until < timeout) {
+            timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(until);
+        }
+    }
+    const std::size_t start = out.size();
+    const int rc = inner_->wait(timeout, out);
+    // Completions of plain descriptors stay where they are; those of TLS ones are consumed.
+    std::size_t kept = start;
+    for (std::size_t i = start; i < out.size(); ++i) {
+        if (is_tagged(out[i].owner)) {
+            on_inner(out[i]);
+        } else {
+            out[kept++] = out[i];
+        }
+    }
+    out.resize(kept);
+    if (!handshake_deadlines_.empty()) {
+        expire_handshakes(clock::now());
+    }
+    try {
+        // At most three completions per touched state (send, data, end): deliver() cannot throw.
+        out.reserve(out.size() + pending_.size() + 3 * touched_.size());
+        out.insert(out.end(), pending_.begin(), pending_.end());
+        pending_.clear();
+    } catch (const std::bad_alloc&) {
+        // Kept for the next wait(), which returns at once.
+        return static_cast<int>(out.size() - start);
+    }
+    for (conn* s : touched_) {
+        deliver(*s, out);
+    }
+    touched_.clear();
+    if (out.size() == start && rc < 0) {
+        return rc;
+    }
+    return static_cast<int>(out.size() - start);
+}
+
+void tls_driver::on_inner(const io::completion& c) noexcept {
+    conn& s = *untagged(c.owner);
+    switch (c.kind) {
+    case io::op::recv:
+        if (!c.more) {
+            s.inner_recv = false;
+        }
+        if (c.result > 0 && !s.closing && !s.has_final) {
+            on_cipher(s, c.data, static_cast<std::size_t>(c.result));
+        } else if (c.result == 0 && !s.closing) {
+            // End of stream. Without a close_notify this is a truncation (RFC 8446 6.1); HTTP's
+            // own framing says whether a message was cut, so it ends the stream as a FIN does.
+            fail(s, 0);
+        } else if (c.result < 0 && c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN &&
+                   c.result != -EINTR && !s.closing) {
+            fail(s, c.result);
+        }
+        if (c.buffer != io::no_buffer) {
+            inner_->release(c.buffer);
+        }
+        if (!c.more) {
+            arm_inner_recv(s); // the inner driver stopped (buffer shortage, or our pause ended)
+        }
+        break;
+    case io::op::send:
+        s.inner_sending = false;
+        if (!s.closing) {
+            on_inner_sent(s, c.result);
+        }
+        break;
+    case io::op::close:
+        try {
+            pending_.push_back({s.owner, io::op::close, false, 0, io::no_buffer, nullptr});
+            graveyard_.push_back(&s);
+        } catch (const std::bad_alloc&) {
+            // Cannot happen in practice (reserved below); without the report the owner leaks.
+        }
+        break;
+    case io::op::accept:
+    case io::op::connect:
+        break;
+    }
+}
+
+void tls_driver::on_cipher(conn& s, const char* data, std::size_t len) noexcept {
+    s.bio.in = data;
+    s.bio.in_len = len;
+    prime_queue(s);
+    if (s.handshaking) {
+        handshake(s);
+    }
+    if (!s.handshaking && !s.has_final) {
+        read_plain(s);
+    }
+    // Whatever OpenSSL left unread (only after a failure) goes with the lent buffer.
+    s.bio.in = nullptr;
+    s.bio.in_len = 0;
+    flush(s);
+}
+
+void tls_driver::handshake(conn& s) noexcept {
+    ERR_clear_error();
+    const int r = SSL_do_handshake(s.ssl);
+    if (r == 1) {
+        s.handshaking = false;
+        end_handshake_clock(s);
+        if (s.owner_send && !s.encrypted) {
+            encrypt_owner_send(s);
+        }
+        if (!s.owner_recv && s.inner_recv) {
+            inner_->pause_recv(s.fd, tagged(&s)); // paused during the handshake
+        }
+        return;
+    }
+    const int err = SSL_get_error(s.ssl, r);
+    ERR_clear_error();
+    if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+        // A bad ClientHello, plaintext HTTP, an unsupported version: OpenSSL queued its alert,
+        // which flush() sends; the owner sees the stream fail and closes.
+        fail(s, -EPROTO);
+    }
+}
+
+void tls_driver::read_plain(conn& s) noexcept {
+    for (;;) {
+        if (!reserve_plain(s)) {
+            fail(s, -ENOMEM);
+            return;
+        }
+        std::size_t n = 0;
+        ERR_clear_error();
+        const int r = SSL_read_ex(s.ssl, s.plain.get() + s.plain_len, plain_chunk, &n);
+        if (r == 1) {
+            s.plain_len += n;
+            touch(s);
+            continue;
+        }
+        const int err = SSL_get_error(s.ssl, r);
+        ERR_clear_error();
+        if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+            break;
+        }
+        // close_notify: the clean end of the stream; anything else (a renegotiation attempt is
+        // refused with an alert, a bad record MAC, a truncated record) fails it.
+        fail(s, err == SSL_ERROR_ZERO_RETURN ? 0 : -EPROTO);
+        break;
+    }
+    if (s.plain_len == 0) {
+        give_plain(s);
+    }
+}
+
+void tls_driver::encrypt_owner_send(conn& s) noexcept {
+    prime_queue(s);
+    std::size_t offset = 0;
+    const std::size_t limit = s.plain_encrypted + max_plain_per_send;
+    for (int i = 0; i < s.owner_iovcnt && offset < limit; ++i) {
+        const auto* base = static_cast<const char*>(s.owner_iov[i].iov_base);
+        const std::size_t len = s.owner_iov[i].iov_len;
+        // Bytes before plain_encrypted were encrypted for an earlier call that reported 0.
+        const std::size_t from = std::clamp(s.plain_encrypted, offset, offset + len) - offset;
+        const std::size_t to = std::min(len, limit - offset);
+        if (from < to) {
+            std::size_t written = 0;
+            ERR_clear_error();
+            if (SSL_write_ex(s.ssl, base + from, to - from, &written) != 1 || written != to - from) {
+                ERR_clear_error();
+                s.owner_send = false;
+                s.send_done = true;
+                s.send_result = -EPROTO;
+                touch(s);
+                return;
+            }
+            s.plain_encrypted = offset + to;
+        }
+        offset += len;
+    }
+    s.encrypted = true;
+    flush(s);
+}
+
+void tls_driver::flush(conn& s) noexcept {
+    if (s.inner_sending || s.closing) {
+        return;
+    }
+    if (s.sending_off >= s.sending.size()) {
+        s.sending_off = 0;
+        if (s.queued.empty()) {
+            give_string(s.sending);
+            give_string(s.queued);
+            if (s.owner_send && s.encrypted) {
+                // Every byte encrypted for the owner is with the kernel.
+                s.owner_send = false;
+                s.send_done = true;
+                s.send_result = static_cast<std::int32_t>(s.plain_encrypted);
+                s.plain_encrypted = 0;
+                touch(s);
+            }
+            return;
+        }
+        s.sending.clear();
+        std::swap(s.sending, s.queued);
+    }
+    s.iov = {s.sending.data() + s.sending_off, s.sending.size() - s.sending_off};
+    const int rc = inner_->send(s.fd, &s.iov, 1, tagged(&s));
+    if (rc < 0) {
+        on_inner_sent(s, rc);
+        return;
+    }
+    s.inner_sending = true;
+}
+
+void tls_driver::on_inner_sent(conn& s, std::int32_t result) noexcept {
+    if (result < 0) {
+        s.sending.clear();
+        s.sending_off = 0;
+        s.queued.clear();
+        if (s.owner_send) {
+            s.owner_send = false;
+            s.send_done = true;
+            s.send_result = result;
+            touch(s);
+        }
+        return;
+    }
+    s.sending_off += static_cast<std::size_t>(result);
+    if (s.sending_off < s.sending.size() && s.owner_send && s.encrypted) {
+        // A partial send: the owner hears 0 so that its write deadline decides (a blocking
+        // driver returns after 250 ms for this), and sends again; flush() resumes then.
+        s.owner_send = false;
+        s.send_done = true;
+        s.send_result = 0;
+        touch(s);
+        return;
+    }
+    flush(s);
+}
+
+void tls_driver::fail(conn& s, std::int32_t result) noexcept {
+    if (s.has_final) {
+        return;
+    }
+    s.has_final = true;
+    s.final = result;
+    s.final_reported = false;
+    end_handshake_clock(s);
+    if (s.owner_send && !s.encrypted) {
+        s.owner_send = false;
+        s.send_done = true;
+        s.send_result = -EPIPE;
+    }
+    touch(s);
+}
+
+void tls_driver::arm_inner_recv(conn& s) noexcept {
+    const bool wanted = !s.closing && !s.has_final && (s.handshaking || s.owner_recv);
+    if (!wanted || s.inner_recv) {
+        return;
+    }
+    const int rc = inner_->recv(s.fd, tagged(&s));
+    if (rc < 0) {
+        fail(s, rc);
+        return;
+    }
+    s.inner_recv = true;
+}
+
+void tls_driver::touch(conn& s) noexcept {
+    if (s.touched) {
+        return;
+    }
+    try {
+        touched_.push_back(&s);
+        s.touched = true;
+    } catch (const std::bad_alloc&) {
+    }
+}
+
+void tls_driver::deliver(conn& s, std::vector<io::completion>& out) noexcept {
+    s.touched = false;
+    if (s.closing || s.owner == nullptr) {
+        return;
+    }
+    {
+        if (s.send_done) {
+            out.push_back({s.owner, io::op::send, false, s.send_result, io::no_buffer, nullptr});
+            s.send_done = false;
+        }
+        if (s.owner_recv && s.plain_len > 0 && !s.lent) {
+            out.push_back({s.owner, io::op::recv, true, static_cast<std::int32_t>(s.plain_len),
+                           own_buffer | s.slot, s.plain.get()});
+            s.lent = true;
+        }
+        // The end of the stream follows the last bytes; a paused owner hears of it at once (rule 6).
+        if (s.has_final && !s.final_reported && (s.plain_len == 0 || s.lent || !s.owner_recv)) {
+            out.push_back({s.owner, io::op::recv, false, s.final, io::no_buffer, nullptr});
+            s.final_reported = true;
+            s.owner_recv = false;
+        }
+    }
+}
+
+void tls_driver::end_handshake_clock(conn& s) noexcept {
+    if (s.has_deadline) {
+        handshake_deadlines_.erase(s.deadline);
+        s.has_deadline = false;
+    }
+}
+
+void tls_driver::expire_handshakes(clock::time_point now) noexcept {
+    while (!handshake_deadlines_.empty() && handshake_deadlines_.begin()->first <= now) {
+        conn& s = *handshake_deadlines_.begin()->second;
+        fail(s, -ETIMEDOUT); // also takes it off the clock
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers
+
+bool tls_driver::reserve_plain(conn& s) noexcept {
+    if (s.plain_cap - s.plain_len >= plain_chunk) {
+        return true;
+    }
+    try {
+        if (s.plain == nullptr && !spare_plain_.empty()) {
+            s.plain = std::move(spare_plain_.back());
+            spare_plain_.pop_back();
+            s.plain_cap = plain_buffer_bytes;
+            return true;
+        }
+        // Several records in one batch: grow (the owner sees them in one completion).
+        const std::size_t cap = std::max(plain_buffer_bytes, s.plain_cap * 2);
+        auto bigger = std::make_unique_for_overwrite<char[]>(cap);
+        if (s.plain_len > 0) {
+            std::memcpy(bigger.get(), s.plain.get(), s.plain_len);
+        }
+        s.plain = std::move(bigger);
+        s.plain_cap = cap;
+    } catch (const std::bad_alloc&) {
+        return false;
+    }
+    return true;
+}
+
+void tls_driver::give_plain(conn& s) noexcept {
+    if (s.plain == nullptr || s.lent) {
+        return;
+    }
+    if (s.plain_cap == plain_buffer_bytes && spare_plain_.size() < max_spares) {
+        try {
+            spare_plain_.push_back(std::move(s.plain));
+        } catch (const std::bad_alloc&) {
+        }
+    }
+    s.plain.reset();
+    s.plain_cap = 0;
+    s.plain_len = 0;
+}
+
+// Ciphertext queues come from the spares, so that steady traffic allocates nothing.
+void tls_driver::prime_queue(conn& s) noexcept {
+    if (s.queued.capacity() <= 15 && !spare_strings_.empty()) {
+        s.queued.swap(spare_strings_.back());
+        spare_strings_.pop_back();
+    }
+}
+
+void tls_driver::give_string(std::string& str) noexcept {
+    if (str.capacity() <= 15) {
+        return; // nothing allocated (the small-string buffer)
+    }
+    if (spare_strings_.size() < max_spares && str.capacity() <= 64 * 1024) {
+        try {
+            str.clear();
+            spare_strings_.push_back(std::move(str));
+        } catch (const std::bad_alloc&) {
+        }
+    }
+    std::string().swap(str);
+}
+
+void tls_driver::free_conn(conn& s) noexcept {
+    const std::uint32_t slot = s.slot;
+    end_handshake_clock(s);
+    give_plain(s);
+    slots_[slot].reset();
+    try {
+        free_slots_.push_back(slot);
+    } catch (const std::bad_alloc&) {
+    }
+}
+
+} // namespace sluice::detail

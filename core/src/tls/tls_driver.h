@@ -1,0 +1,107 @@
+// TLS as a driver decorator: it wraps the backend's io::driver for one loop and keeps the
+// driver contract (backend.h rules 1-7) for its owners, so neither the server connection,
+// nor the client transport, nor any backend learns about TLS (DESIGN.md, "One byte stream
+// under both sides"; docs/tls.md).
+//
+// A descriptor is TLS once adopt_server() marked it; every other descriptor passes through
+// untouched (one table look-up per verb, one bit test per completion). For a TLS descriptor
+// the decorator is the inner driver's owner (its state's address with the low bit set):
+//
+//   inner recv (ciphertext, lent) --BIO--> SSL --> plaintext in a decorator buffer, reported
+//       to the owner as op::recv (lent: id with the top bit set, given back by release())
+//   owner send (plaintext) --> SSL_write --> ciphertext queue --> one inner send at a time
+//       (rule 7), handshake and alert records in the same queue; one op::send to the owner
+//       with the plaintext count once its ciphertext is all sent, or 0 after a partial inner
+//       send (the owner then sends the same bytes again, rule 7, and its write deadline acts;
+//       the bytes already encrypted are skipped)
+//
+// Per descriptor:
+//
+//   adopt_server ──> handshaking ──(SSL_do_handshake == 1)──> open ──(owner close)──> closing
+//                       │  (timeout, bad record, EOF)            │ (close_notify, EOF, error)
+//                       └──────> failed: the owner's recv ends ──┘ with 0 or -errno
+//
+// The owner sees no byte before the handshake ends. tls.handshake_timeout_ms is enforced here,
+// by shortening the inner wait() to the earliest handshake deadline. close() sends a
+// best-effort close_notify, then closes; the state is freed after the inner op::close.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sluice/backend.h>
+
+#include "tls/tls_bio.h"
+
+struct ssl_st;
+
+namespace sluice::detail {
+
+class tls_context;
+
+class tls_driver final : public io::driver {
+public:
+    tls_driver(std::unique_ptr<io::driver> inner, const tls_context& ctx);
+    ~tls_driver() override;
+    tls_driver(const tls_driver&) = delete;
+    tls_driver& operator=(const tls_driver&) = delete;
+
+    /// Marks an accepted descriptor as the server side of a TLS connection, before its owner's
+    /// first verb. Returns 0 or -errno (out of memory); the caller then closes fd itself.
+    int adopt_server(int fd) noexcept;
+    /// Drops what adopt_server() made for fd when no owner will ever use it.
+    void forget(int fd) noexcept;
+
+    int accept(int listen_fd, void* owner) noexcept override;
+    int recv(int fd, void* owner) noexcept override;
+    void pause_recv(int fd, void* owner) noexcept override;
+    int send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept override;
+    int connect(int fd, const sockaddr* addr, socklen_t len, void* owner) noexcept override;
+    void close(int fd, void* owner) noexcept override;
+    int wait(std::chrono::nanoseconds timeout, std::vector<io::completion>& out) noexcept override;
+    void release(std::uint32_t buffer) noexcept override;
+    void wake() noexcept override;
+
+    struct conn; ///< one TLS descriptor's state (tls/tls_conn.h)
+
+private:
+    using clock = std::chrono::steady_clock;
+
+    conn* find(int fd) const noexcept;
+    void on_inner(const io::completion& c) noexcept;
+    void on_cipher(conn& s, const char* data, std::size_t len) noexcept;
+    void handshake(conn& s) noexcept;
+    void read_plain(conn& s) noexcept;
+    void encrypt_owner_send(conn& s) noexcept;
+    void flush(conn& s) noexcept;
+    void on_inner_sent(conn& s, std::int32_t result) noexcept;
+    void fail(conn& s, std::int32_t result) noexcept;
+    void arm_inner_recv(conn& s) noexcept;
+    void touch(conn& s) noexcept;
+    void deliver(conn& s, std::vector<io::completion>& out) noexcept;
+    void end_handshake_clock(conn& s) noexcept;
+    void expire_handshakes(clock::time_point now) noexcept;
+    bool reserve_plain(conn& s) noexcept;
+    void give_plain(conn& s) noexcept;
+    void prime_queue(conn& s) noexcept;
+    void give_string(std::string& s) noexcept;
+    void free_conn(conn& s) noexcept;
+
+    std::unique_ptr<io::driver> inner_;
+    const tls_context& ctx_;
+    std::vector<conn*> by_fd_;                 // TLS state of each open descriptor, or null
+    std::vector<std::unique_ptr<conn>> slots_; // every live state, by its buffer id
+    std::vector<std::uint32_t> free_slots_;
+    std::vector<conn*> touched_;   // states with something to report at the next wait()
+    std::vector<conn*> graveyard_; // closed: freed at the start of the next wait()
+    std::multimap<clock::time_point, conn*> handshake_deadlines_;
+    std::vector<io::completion> pending_;              // completions made outside wait() (pause_recv)
+    std::vector<std::string> spare_strings_;           // ciphertext queues of idle connections, for reuse
+    std::vector<std::unique_ptr<char[]>> spare_plain_; // plaintext buffers (plain_chunk * 2)
+};
+
+} // namespace sluice::detail

@@ -1,0 +1,38 @@
+// Certificates made by the test run (never a committed private key): an ECDSA P-256 key and a
+// self-signed certificate for "localhost" and 127.0.0.1, written as PEM into a fresh
+// directory that is removed with the object.
+//
+//   test_certs certs;                       // valid from yesterday to tomorrow
+//   cfg.tls.cert = certs.cert_path(); cfg.tls.key = certs.key_path();
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace sluice::test {
+
+class test_certs {
+public:
+    /// Validity relative to now: [not_before, not_after] (negative values lie in the past).
+    explicit test_certs(std::chrono::hours not_before = std::chrono::hours(-24),
+                        std::chrono::hours not_after = std::chrono::hours(24));
+    ~test_certs();
+    test_certs(const test_certs&) = delete;
+    test_certs& operator=(const test_certs&) = delete;
+
+    const std::string& cert_path() const noexcept { return cert_; }
+    const std::string& key_path() const noexcept { return key_; }
+    const std::string& dir() const noexcept { return dir_; }
+    /// Writes `text` to a file in dir() and returns its path (bad keys, truncated PEM, ...).
+    std::string write_file(const std::string& name, const std::string& text) const;
+
+private:
+    std::string dir_;
+    std::string cert_;
+    std::string key_;
+};
+
+/// The certificates every TLS conformance row uses, made once per test program.
+const test_certs& shared_test_certs();
+
+} // namespace sluice::test
