@@ -176,10 +176,12 @@ bench_start_app() {
 }
 
 # bench_write_nginx_conf PREFIX PORT WORKERS [EXTRA_LOCATIONS]
+# NGINX_LOAD_MODULES (unset): lines put first, e.g. "load_module /usr/lib/nginx/modules/x.so;".
 bench_write_nginx_conf() {
     local prefix=$1 port=$2 workers=$3 extra=${4:-}
     mkdir -p "$prefix/logs" "$prefix/tmp"
     cat >"$prefix/nginx.conf" <<EOF
+${NGINX_LOAD_MODULES:-}
 worker_processes $workers;
 worker_rlimit_nofile 20000;
 pid $prefix/nginx.pid;
