@@ -22,7 +22,7 @@ def summary_s2(rows):
         s = dict(r)
         if r.get("skipped"):
             summary.append(s)
-            md_rows.append([r["server"], r["route"], r["conns"], "skipped: " + r["skipped"]] + [""] * 9)
+            md_rows.append([r["server"], r["route"], r["conns"], "skipped: " + r["skipped"]] + [""] * 10)
             continue
         fast = by_key.get((r["server"], "/fast", r["conns"]))
         nginx = by_key.get(("nginx", r["route"], r["conns"]))
@@ -32,9 +32,10 @@ def summary_s2(rows):
         summary.append(s)
         md_rows.append([r["server"], r["route"], r["conns"], r["rps"], fmt(s["vs_own_fast"], 3), fmt(s["vs_nginx"], 2),
                         fmt(r.get("p50_ms"), 1), fmt(r.get("p99_ms"), 1), r.get("errors"), fmt(s["cpu_us_per_req"], 1),
+                        fmt(100 * r["server_cpu_s"] / r["wall_s"] if r.get("wall_s") else None, 0),
                         r.get("threads"), r.get("rss_kib"), (r.get("watchdog") or "")[:90]])
     md = table(["server", "route", "conns", "req/s", "÷ own /fast", "÷ nginx", "p50 ms", "p99 ms", "errors",
-                "CPU µs/req", "threads", "RSS KiB", "watchdog (first line)"], md_rows)
+                "CPU µs/req", "server CPU %", "threads", "RSS KiB", "watchdog (first line)"], md_rows)
     return summary, md
 
 
