@@ -34,7 +34,8 @@
 # Environment (defaults): USERS (1500), DELAY_MS (3000), DURATION (23 s), WINDOW_START_S (4),
 # IO_THREADS (1: the gateway's I/O loops on epoll/uring), BLOCKING_THREADS (500: the gateway's
 # threads on blocking), POOL_SIZE (USERS: upstream connections per loop), WRK_THREADS (2),
-# UPSTREAM_BACKEND (epoll: the slow backend's), UPSTREAM_IO_THREADS (1).
+# UPSTREAM_BACKEND (epoll: the slow backend's), UPSTREAM_IO_THREADS (1), LOAD_TOOL (wrk, or
+# sluice-load), RAMP_UP_S (0: sluice-load only; wrk always opens every connection at once).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -59,6 +60,8 @@ UPSTREAM_BACKEND=${UPSTREAM_BACKEND:-epoll}
 UPSTREAM_IO_THREADS=${UPSTREAM_IO_THREADS:-1}
 CASES=${CASES:-"epoll:async epoll:resume epoll:co uring:async uring:resume uring:co blocking:sync"}
 PLOT=${PLOT:-1}
+LOAD_TOOL=${LOAD_TOOL:-wrk}
+RAMP_UP_S=${RAMP_UP_S:-0}
 SAMPLER="$BENCH_DIR/scenarios/stats_sampler.py"
 # Debian's matplotlib is in the system python, not necessarily in the first python3 on PATH.
 PLOT_PYTHON=${PLOT_PYTHON:-$([[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || echo python3)}
@@ -90,6 +93,28 @@ reset_backend() {
     done
     curl -s -m 2 -X POST "http://127.0.0.1:$UPSTREAM_PORT/stats/reset" >/dev/null ||
         bench_die "POST /stats/reset to the backend failed"
+}
+
+# sluice-load instead of wrk (LOAD_TOOL=sluice-load): the same closed loop, with RAMP_UP_S to
+# start the users evenly instead of all at once. OUT.json gets wrk's keys (rps, p50/p99, errors).
+load_sluice() {
+    local out=$1 url=$2
+    local cmd=("$BIN_DIR/sluice-load" --users "$USERS" --ramp-up "$RAMP_UP_S" --duration "$DURATION" --timeout 30
+        --json --no-progress "$url")
+    bench_log_cmd "${cmd[*]}"
+    timeout --kill-after=5 $((DURATION + 60)) "${cmd[@]}" >"$out" 2>"$out.err" || true
+    python3 -c '
+import json, sys
+try:
+    d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+except (OSError, ValueError, IndexError):
+    print("{}"); sys.exit(0)
+k = d["errors_by_kind"]
+print(json.dumps({"requests": d["samples"], "duration_s": d["elapsed_s"], "rps": d["throughput"],
+                  "lat_avg_ms": d["avg_ms"], "lat_max_ms": d["max_ms"], "p50_ms": d["p50_ms"], "p90_ms": d["p90_ms"],
+                  "p99_ms": d["p99_ms"], "err_connect": k["connect"], "err_read": k["reset"] + k["other"],
+                  "err_write": 0, "err_timeout": k["timeout"], "non_2xx": k["non_2xx"], "errors": d["errors"],
+                  "ok": True}))' "$out" >"$out.json"
 }
 
 start_upstream() {
@@ -150,7 +175,7 @@ run_case() {
     local row=("backend=str:$backend" "style=str:$style" "users=$USERS" "delay_ms=$DELAY_MS" "model_tps=$model"
         "pool_size=$POOL_SIZE"
         "threads_cfg=$([[ $backend == blocking ]] && echo "$BLOCKING_THREADS" || echo "$IO_THREADS")"
-        "load_tool=str:wrk")
+        "load_tool=str:$LOAD_TOOL" "ramp_up_s=$RAMP_UP_S")
     bench_alive "$UPSTREAM_PID" || bench_die "sluice-slow-backend (pid $UPSTREAM_PID) died"
     if ! start_gateway "$backend" "$style" "$port"; then
         bench_say "$spec skipped: $SERVER_ERROR"
@@ -167,8 +192,12 @@ run_case() {
     python3 "$SAMPLER" --port "$UPSTREAM_PORT" --duration "$DURATION" >"$out.samples" 2>"$out.samples.err" &
     local sampler=$!
     STARTED_PIDS+=("$sampler")
-    bench_wrk "$out" "$DURATION" -t"$WRK_THREADS" -c"$USERS" -d"${DURATION}s" --timeout 30s --latency \
-        "http://127.0.0.1:$port/api/$style/work?ms=$DELAY_MS" &
+    local url="http://127.0.0.1:$port/api/$style/work?ms=$DELAY_MS"
+    if [[ $LOAD_TOOL == sluice-load ]]; then
+        load_sluice "$out" "$url" &
+    else
+        bench_wrk "$out" "$DURATION" -t"$WRK_THREADS" -c"$USERS" -d"${DURATION}s" --timeout 30s --latency "$url" &
+    fi
     local wrk_job=$! cpu0
     cpu0=$(bench_cpu_ticks $mem_pids)
     sleep $((DURATION / 2))
@@ -205,7 +234,7 @@ run_case() {
 
 main() {
     bench_init s1_gateway
-    for k in USERS_LIST DELAY_MS DURATION WINDOW_START_S IO_THREADS BLOCKING_THREADS POOL_SIZE_CFG WRK_THREADS \
+    for k in USERS_LIST DELAY_MS DURATION WINDOW_START_S IO_THREADS BLOCKING_THREADS POOL_SIZE_CFG WRK_THREADS LOAD_TOOL RAMP_UP_S \
         UPSTREAM_BACKEND UPSTREAM_IO_THREADS; do
         bench_param "$k" "${!k}"
     done

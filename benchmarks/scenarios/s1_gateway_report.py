@@ -88,7 +88,7 @@ def summary_s1_gateway(rows):
                         fmt(r.get("p99_ms"), 0), fmt(r.get("lat_max_ms"), 0), r.get("backend_max_in_flight"),
                         fmt(cpu_us(r), 0), mib(r.get("rss_idle_kib")), mib(r.get("rss_kib")),
                         fmt(s["kib_per_in_flight"], 1), r.get("threads"), r.get("fds"), s["verdict"]])
-    md = table(["backend", "style", "users", "TPS (window)", "model", "ratio", "wrk req/s", "errors", "p50 ms",
+    md = table(["backend", "style", "users", "TPS (window)", "model", "ratio", "client req/s", "errors", "p50 ms",
                 "p99 ms", "max ms", "backend max in flight", "gateway CPU µs/req", "RSS idle MiB", "RSS MiB",
                 "KiB / in flight", "threads", "fds", "expectation"], md_rows)
     repeated = {k: v for k, v in groups.items() if len(v) > 1}
