@@ -63,7 +63,9 @@ main() {
         keepalive_requests 100000000;
         keepalive_timeout 600s;
     }" || bench_die "nginx: $SERVER_ERROR"
-    local ng_pids=("$SERVER_PID" $MEM_PIDS)
+    local ng_pids
+    read -r -a ng_pids <<<"$MEM_PIDS"
+    ng_pids=("$SERVER_PID" "${ng_pids[@]}")
     local gw_url="http://127.0.0.1:$gw/api/$STYLE/work?ms=0" ng_url="http://127.0.0.1:$ng/api/proxy/work?ms=0"
     bench_healthy "$gw_url" || bench_die "the gateway does not answer $gw_url"
     bench_healthy "$ng_url" || bench_die "nginx does not answer $ng_url"

@@ -182,13 +182,15 @@ run_case() {
         bench_row "${row[@]}" "skipped=str:$SERVER_ERROR"
         return
     fi
-    local pid=$SERVER_PID mem_pids=$MEM_PIDS
-    [[ $backend == nginx ]] && mem_pids="$SERVER_PID $MEM_PIDS" # master + workers, as ps shows nginx
+    local pid=$SERVER_PID mem_pids
+    # shellcheck disable=SC2153 # MEM_PIDS is set by bench_start_app / bench_start_nginx (lib.sh)
+    read -r -a mem_pids <<<"$MEM_PIDS"
+    [[ $backend == nginx ]] && mem_pids=("$SERVER_PID" "${mem_pids[@]}") # master + workers, as ps shows nginx
     bench_healthy "http://127.0.0.1:$port/api/$style/work?ms=1" ||
         bench_say "$spec: the gateway did not answer a first /api/$style/work?ms=1 with 200"
     reset_backend
     local rss_idle
-    rss_idle=$(bench_rss_kib $mem_pids)
+    rss_idle=$(bench_rss_kib "${mem_pids[@]}")
     python3 "$SAMPLER" --port "$UPSTREAM_PORT" --duration "$DURATION" >"$out.samples" 2>"$out.samples.err" &
     local sampler=$!
     STARTED_PIDS+=("$sampler")
@@ -199,17 +201,17 @@ run_case() {
         bench_wrk "$out" "$DURATION" -t"$WRK_THREADS" -c"$USERS" -d"${DURATION}s" --timeout 30s --latency "$url" &
     fi
     local wrk_job=$! cpu0
-    cpu0=$(bench_cpu_ticks $mem_pids)
+    cpu0=$(bench_cpu_ticks "${mem_pids[@]}")
     sleep $((DURATION / 2))
     local rss threads fds in_flight_mid
-    rss=$(bench_rss_kib $mem_pids)
-    threads=$(bench_threads $mem_pids)
-    fds=$(bench_fds $mem_pids)
+    rss=$(bench_rss_kib "${mem_pids[@]}")
+    threads=$(bench_threads "${mem_pids[@]}")
+    fds=$(bench_fds "${mem_pids[@]}")
     in_flight_mid=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1]).get("in_flight"))' "$(backend_stats)" \
         2>/dev/null || echo null)
     wait "$wrk_job" || true
     local cpu_s
-    cpu_s=$(python3 -c "print(($(bench_cpu_ticks $mem_pids) - $cpu0) / $(getconf CLK_TCK))")
+    cpu_s=$(python3 -c "print(($(bench_cpu_ticks "${mem_pids[@]}") - $cpu0) / $(getconf CLK_TCK))")
     bench_wait_exit "$sampler" 10 || bench_stop "$sampler" 1
     wait "$sampler" 2>/dev/null || true
     bench_forget "$sampler"
