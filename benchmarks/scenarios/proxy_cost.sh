@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Proxy cost (issue 7): server CPU per proxied request, sluice-gateway (async style, 1 I/O
-# thread) against nginx proxy_pass with upstream keepalive (1 worker), both in front of the same
-# upstream answering at once (sluice-slow-backend GET /work?ms=0), wrk -t1 -cCONNS, alternating
-# gateway / nginx in one run, RUNS times each. CPU per request = the proxy's utime + stime over
+# thread; one gateway per backend of BACKENDS) against nginx proxy_pass with upstream keepalive
+# (1 worker), all in front of the same upstream answering at once (sluice-slow-backend GET
+# /work?ms=0), wrk -t1 -cCONNS, alternating gateways and nginx in one run, RUNS times each. CPU per request = the proxy's utime + stime over
 # the wrk run (/proc/PID/stat; nginx: master + worker) / the requests wrk completed. Goal: median
 # ratio gateway / nginx <= 0.8.
 #
 #   benchmarks/scenarios/proxy_cost.sh
 #
-# Environment (defaults): RUNS (3), DURATION (10 s), CONNS (256), BACKEND (epoll: the gateway's),
-# STYLE (async), UPSTREAM_BACKEND (epoll).
+# Environment (defaults): RUNS (3), DURATION (10 s), CONNS (256), BACKENDS ("epoll uring": one
+# gateway per backend, each measured in turn with nginx), STYLE (async), UPSTREAM_BACKEND (epoll).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -17,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 RUNS=${RUNS:-3}
 DURATION=${DURATION:-10}
 CONNS=${CONNS:-256}
-BACKEND=${BACKEND:-epoll}
+BACKENDS=${BACKENDS:-${BACKEND:-"epoll uring"}}
 STYLE=${STYLE:-async}
 UPSTREAM_BACKEND=${UPSTREAM_BACKEND:-epoll}
 
@@ -41,17 +41,26 @@ measure() {
 
 main() {
     bench_init proxy_cost
-    for k in RUNS DURATION CONNS BACKEND STYLE UPSTREAM_BACKEND; do bench_param "$k" "${!k}"; done
+    for k in RUNS DURATION CONNS BACKENDS STYLE UPSTREAM_BACKEND; do bench_param "$k" "${!k}"; done
     local up gw ng
     up=$(bench_free_port)
     bench_start_app sluice-slow-backend "$BENCH_TMP/upstream.log" "$up" --backend "$UPSTREAM_BACKEND" --io-threads 1 \
         --set log_level=warn --set limits.max_connections=20000 || bench_die "slow backend: $SERVER_ERROR"
     UPSTREAM_PID=$SERVER_PID
-    gw=$(bench_free_port)
-    bench_start_app sluice-gateway "$BENCH_TMP/gateway.log" "$gw" --upstream "127.0.0.1:$up" --pool-size "$CONNS" \
-        --backend "$BACKEND" --io-threads 1 --set log_level=warn --set limits.max_connections=20000 ||
-        bench_die "gateway: $SERVER_ERROR"
-    local gw_pid=$SERVER_PID
+    local backend gw_pids=() gw_urls=() gw_names=()
+    for backend in $BACKENDS; do
+        gw=$(bench_free_port)
+        if ! bench_start_app sluice-gateway "$BENCH_TMP/gateway-$backend.log" "$gw" --upstream "127.0.0.1:$up" \
+            --pool-size "$CONNS" --backend "$backend" --io-threads 1 --set log_level=warn \
+            --set limits.max_connections=20000; then
+            bench_say "gateway on $backend skipped: $SERVER_ERROR"
+            continue
+        fi
+        gw_pids+=("$SERVER_PID")
+        gw_urls+=("http://127.0.0.1:$gw/api/$STYLE/work?ms=0")
+        gw_names+=("sluice-gateway ($backend, $STYLE)")
+    done
+    ((${#gw_pids[@]} > 0)) || bench_die "no gateway started"
     ng=$(bench_free_port)
     bench_start_nginx "$BENCH_TMP/nginx.log" "$ng" 1 "        location /api/proxy/ {
             proxy_pass http://upstream_0ms/;
@@ -66,15 +75,20 @@ main() {
     local ng_pids
     read -r -a ng_pids <<<"$MEM_PIDS"
     ng_pids=("$SERVER_PID" "${ng_pids[@]}")
-    local gw_url="http://127.0.0.1:$gw/api/$STYLE/work?ms=0" ng_url="http://127.0.0.1:$ng/api/proxy/work?ms=0"
-    bench_healthy "$gw_url" || bench_die "the gateway does not answer $gw_url"
+    local ng_url="http://127.0.0.1:$ng/api/proxy/work?ms=0" i url
+    for ((i = 0; i < ${#gw_pids[@]}; i++)); do
+        bench_healthy "${gw_urls[i]}" || bench_die "the gateway does not answer ${gw_urls[i]}"
+    done
     bench_healthy "$ng_url" || bench_die "nginx does not answer $ng_url"
-    # Warm both pools (and the page cache of the binaries) before the first measured run.
-    timeout 20 wrk -t1 -c"$CONNS" -d2s "$gw_url" >/dev/null 2>&1 || true
-    timeout 20 wrk -t1 -c"$CONNS" -d2s "$ng_url" >/dev/null 2>&1 || true
+    # Warm every pool (and the page cache of the binaries) before the first measured run.
+    for url in "${gw_urls[@]}" "$ng_url"; do
+        timeout 20 wrk -t1 -c"$CONNS" -d2s "$url" >/dev/null 2>&1 || true
+    done
     local run
     for ((run = 1; run <= RUNS; run++)); do
-        measure "sluice-gateway ($BACKEND, $STYLE)" "$run" "$gw_url" "$gw_pid"
+        for ((i = 0; i < ${#gw_pids[@]}; i++)); do
+            measure "${gw_names[i]}" "$run" "${gw_urls[i]}" "${gw_pids[i]}"
+        done
         measure "nginx proxy_pass" "$run" "$ng_url" "${ng_pids[@]}"
     done
     bench_note "CPU per request: the proxy's utime + stime over the wrk run / wrk's completed requests; nginx is" \
