@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "request.h"
@@ -54,7 +55,9 @@ client_options client_options_for(const load_options& o) {
 
 // Everything the calls' callbacks touch. They all run on the client's own loop thread, so the
 // samples need no lock; the main thread reads only the atomics until the client is destroyed
-// (which joins that thread), and the rest after.
+// (which joins that thread), and the rest after. send() runs on both threads (the main thread
+// starts the users, the loop thread sends each next request): send_mu makes "not stopping,
+// so call the client" one step, so no send can overlap the client's destruction.
 struct state {
     const load_options& opts;
     const client_request& request;
@@ -68,11 +71,18 @@ struct state {
     std::atomic<std::uint64_t> errors{0};
     std::atomic<std::uint64_t> in_flight{0};
     std::atomic<std::size_t> users_done{0};
-    std::unique_ptr<client> api;
+    std::mutex send_mu;
+    client* api = nullptr; // set before the first send, never changed while calls run
 
     state(const load_options& o, const client_request& r) : opts(o), request(r) {}
 
+    void stop() {
+        std::lock_guard lock(send_mu);
+        stopping.store(true);
+    }
+
     void send(std::size_t user) {
+        std::lock_guard lock(send_mu);
         if (stopping.load(std::memory_order_relaxed)) {
             users_done.fetch_add(1, std::memory_order_relaxed);
             return;
@@ -130,7 +140,8 @@ run_result run(const load_options& o, const client_request& request, std::ostrea
     st.request_bytes = wire_size(request, o.host);
     st.left.assign(o.users, o.loops);
     st.samples.reserve(std::min<std::uint64_t>(o.loops ? o.loops * o.users : o.users * 64, 1u << 24));
-    st.api = std::make_unique<client>(upstream({o.host}), client_options_for(o));
+    auto api = std::make_unique<client>(upstream({o.host}), client_options_for(o));
+    st.api = api.get();
 
     st.t0 = clock_type::now();
     const auto deadline = o.duration_s > 0 ? st.t0 + std::chrono::duration_cast<clock_type::duration>(
@@ -164,12 +175,12 @@ run_result run(const load_options& o, const client_request& request, std::ostrea
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(started < o.users ? 1 : 20));
     }
-    st.stopping.store(true);
+    st.stop();
     const double elapsed =
         o.duration_s > 0 && clock_type::now() >= deadline ? o.duration_s : seconds_since(st.t0);
     // Destroying the client cancels what is still in flight and joins its loop thread: after
     // this, the samples are ours to read.
-    st.api.reset();
+    api.reset();
     run_result r;
     r.elapsed_s = elapsed;
     r.bytes_received = st.bytes_received;
