@@ -1,7 +1,7 @@
 // The closed loop: each user sends the request on its own keep-alive connection of one
 // sluice::client, waits for the response, and sends again, until its loops are done or the
-// duration is over. All users share the client's own reactor loop (one thread): that is what
-// lets one core hold 10,000+ users, one fd each.
+// duration is over. All users share the client's own reactor loop (one thread; uring where it
+// runs, else epoll): that is what lets one core hold 10,000+ users, one fd each.
 #pragma once
 
 #include <cstdint>
