@@ -296,6 +296,10 @@ SUMMARIES["s2"] = summary_s2
 def report(kind, rows_path, meta_path, out_base):
     rows = read_rows(rows_path)
     meta = load_json_file(meta_path)
+    if kind not in SUMMARIES:
+        # A newer scenario keeps its summary beside it: <kind>_report.py, summary_<kind>(rows).
+        import importlib  # pylint: disable=import-outside-toplevel
+        SUMMARIES[kind] = getattr(importlib.import_module(f"{kind}_report"), f"summary_{kind}")
     summary, md = SUMMARIES[kind](rows)
     meta.update({"summary": summary, "runs": rows})
     with open(out_base + ".json", "w", encoding="utf-8") as f:
