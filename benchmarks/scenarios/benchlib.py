@@ -7,7 +7,7 @@ Subcommands (called from lib.sh):
                                   KEY=@FILE nests one, KEY=lines:FILE a list of lines,
                                   KEY=kv:FILE a dict of key=value lines, KEY=str:V a string as is
   free-port                       an unused TCP port on 127.0.0.1
-  report KIND ROWS META OUT_BASE  summary for KIND (plaintext|s1|memory|demo|hostile|s1_gateway|s2), written to
+  report KIND ROWS META OUT_BASE  summary for KIND (plaintext|s1|memory|demo|hostile|s1_gateway|s2|s3), written to
                                   OUT_BASE.json and OUT_BASE.md; the markdown is printed
   sht-summary | parse-ab | hostile-line   the hostile scenario's (hostile_report.py)
   s1-window SAMPLES START END     S1 through the gateway: steady-window TPS (s1_gateway_report.py)
@@ -283,6 +283,14 @@ def summary_s1_gateway(rows):
 
 
 SUMMARIES["s1_gateway"] = summary_s1_gateway
+
+
+def summary_s3(rows):
+    import s3_report  # pylint: disable=import-outside-toplevel (it imports this module)
+    return s3_report.summary_s3(rows)
+
+
+SUMMARIES["s3"] = summary_s3
 
 
 def summary_s2(rows):
