@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <sluice/sluice.h>
 
@@ -35,8 +36,17 @@ bool refused(sluice::exchange& ex);
 /// headers), or 504 for a timeout, 503 for an exhausted pool, 502 for any other failure.
 sluice::response downstream_response(const sluice::result<sluice::client_response>& r);
 
-/// Adds GET /api/{style}/work, GET /api/{style}/files, POST /api/{style}/upload and
-/// GET /api/{style}/bytes for the four styles (styles.cc).
+struct route {
+    std::string method;
+    std::string path;
+    sluice::handler h;
+};
+
+/// GET /api/{style}/work, GET /api/{style}/files, POST /api/{style}/upload and
+/// GET /api/{style}/bytes for the four styles (styles.cc), behind the limiter if any.
+std::vector<route> routes(gateway& g);
+
+/// Adds routes(g) to srv.
 void add_routes(sluice::server& srv, gateway& g);
 
 } // namespace gateway
