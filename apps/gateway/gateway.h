@@ -18,16 +18,16 @@ struct gateway {
     std::unique_ptr<sluice::limiter> limit; // null: unlimited
 };
 
-/// How the upstream request holds the incoming body.
+/// How the upstream request holds the incoming body (neither copies it).
 enum class body_hold {
     borrow, ///< a view of the request's body: only while the handler waits for the whole call (sync)
-    copy,   ///< a copy: the exchange may end (client gone) while the call still sends it
+    take,   ///< moved into the call (exchange::take_body): the exchange may end (client gone) while
+            ///< the call still sends it, and a send in flight keeps the call, and so the body, alive
 };
 
 /// The upstream request for `ex`: same method, `upstream_path` with the incoming query, the
 /// end-to-end headers plus X-Forwarded-For / Forwarded, and the body as `hold` says.
-sluice::client_request upstream_request(const sluice::exchange& ex, std::string_view upstream_path,
-                                        body_hold hold);
+sluice::client_request upstream_request(sluice::exchange& ex, std::string_view upstream_path, body_hold hold);
 
 /// Answers 400 when the request cannot be forwarded byte-exact and safe (forwarding.h).
 bool refused(sluice::exchange& ex);

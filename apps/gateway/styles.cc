@@ -48,7 +48,7 @@ sluice::handler async_style(gateway& g, std::string path) {
         }
         // The callbacks of the streamed call complete the exchange; a response that is whole
         // before its head went out is sent by complete() from the callback (relay.h).
-        relay::start(g, ex, upstream_request(ex, path, body_hold::copy),
+        relay::start(g, ex, upstream_request(ex, path, body_hold::take),
                      relay_finish::complete_from_callback);
     };
 }
@@ -62,7 +62,7 @@ sluice::handler resume_style(gateway& g, std::string path) {
         if (refused(ex)) {
             return;
         }
-        relay::start(g, ex, upstream_request(ex, path, body_hold::copy), relay_finish::resume);
+        relay::start(g, ex, upstream_request(ex, path, body_hold::take), relay_finish::resume);
     };
 }
 
@@ -73,7 +73,7 @@ sluice::handler co_style(gateway& g, std::string path) {
         }
         // Cancelled with the exchange (the async_op contract): the result is then not sent.
         const result<client_response> r =
-            co_await g.api.async_send(ex.executor(), upstream_request(ex, path, body_hold::copy));
+            co_await g.api.async_send(ex.executor(), upstream_request(ex, path, body_hold::take));
         ex.response() = downstream_response(r);
     });
 }
