@@ -88,6 +88,20 @@ TEST_P(client_session_stream_test, a_response_to_head_shows_its_head_and_no_body
     EXPECT_TRUE(o.s.body.empty());
 }
 
+// RFC 9112 §6.3 (1): a 1xx response ends with its header section, whatever it says about a
+// body. Bytes after it are the next response; here they are not one. Found by the
+// client_response fuzz target: the 100's "body" was streamed ahead of the final head.
+TEST_P(client_session_stream_test, a_1xx_response_has_no_body_whatever_its_framing_says) {
+    const std::string wire = "HTTP/1.1 100 Continue\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+                             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    outcome o;
+    parse(wire, GetParam(), 1000, false, o);
+    EXPECT_EQ(o.phase, response_phase::failed);
+    EXPECT_EQ(o.error, make_error_code(client_errc::malformed_response));
+    EXPECT_EQ(o.s.heads, 0);
+    EXPECT_TRUE(o.s.body.empty()) << o.s.body;
+}
+
 INSTANTIATE_TEST_SUITE_P(pieces, client_session_stream_test, testing::Values(std::size_t{1} << 20, 7, 1));
 
 } // namespace
