@@ -22,10 +22,23 @@ config admin_config_of(const config& main) {
     return c;
 }
 
+// The admin server logs through the main logger, marked as its own; its "listening on ...
+// (port N)" line is replaced by start()'s, so that tools reading the public port from the log
+// (tests/support/app_process, scripts) never pick the admin port.
+logger admin_logger(const config& main, const logger& log) {
+    return logger(main.log, [&log](log_level l, std::string_view text) {
+        if (!text.starts_with("listening on ")) {
+            log.log(l, "admin: {}", text);
+        }
+    });
+}
+
 } // namespace
 
 admin_endpoint::admin_endpoint(const config& main, const logger& log, sources src)
-    : srv_(std::make_unique<sluice::server>(admin_config_of(main), log)), src_(std::move(src)) {
+    : log_(log), listen_(main.admin.listen),
+      srv_(std::make_unique<sluice::server>(admin_config_of(main), admin_logger(main, log))),
+      src_(std::move(src)) {
     srv_->get("/metrics", [this](exchange& ex) {
         // Version 0.0.4 of the text format: what every Prometheus server asks for by default.
         ex.response().body() = src_.metrics();
@@ -51,6 +64,7 @@ void admin_endpoint::start() {
     } catch (const startup_error& e) {
         throw startup_error("admin.listen", e.what());
     }
+    log_.info("admin listener on {} (admin port {}): /metrics /healthz /readyz", listen_, srv_->port());
 }
 
 void admin_endpoint::stop() noexcept {

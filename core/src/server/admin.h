@@ -36,6 +36,8 @@ public:
     std::uint16_t port() const noexcept;
 
 private:
+    const logger& log_;
+    std::string listen_;
     std::unique_ptr<sluice::server> srv_;
     sources src_;
 };
