@@ -205,7 +205,9 @@ TEST_P(admin_test, readyz_is_503_while_draining_and_the_admin_listener_outlives_
     contexts_.at(0).complete();
     auto h = held.read_response();
     ASSERT_TRUE(h) << held.error();
-    EXPECT_EQ(h->header("Connection"), "close");
+    // Not asserting Connection: close: readiness turns false before the loops learn of the stop
+    // (on purpose), so the completion may beat it; drain_test covers the close.
+    EXPECT_EQ(h->status, 200);
     bg_.join();
     EXPECT_TRUE(stopped->load());
 }
