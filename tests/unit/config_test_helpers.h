@@ -152,6 +152,13 @@ inline const std::vector<key_case>& every_key() {
          [](const config& c) { return c.tls.cert == "/etc/sluice/cert.pem"; }},
         {"tls.key", "/etc/sluice/key.pem", "\"/etc/sluice/key.pem\"",
          [](const config& c) { return c.tls.key == "/etc/sluice/key.pem"; }},
+        {"admin.listen", "127.0.0.1:9901", "\"127.0.0.1:9901\"",
+         [](const config& c) { return c.admin.listen == "127.0.0.1:9901"; }},
+        {"access_log.path", "-", "\"-\"", [](const config& c) { return c.access_log.path == "-"; }},
+        {"access_log.format", "json", "\"json\"",
+         [](const config& c) { return c.access_log.format == "json"; }},
+        {"access_log.queue_lines", "1024", "1024",
+         [](const config& c) { return c.access_log.queue_lines == 1024; }},
     };
     return cases;
 }

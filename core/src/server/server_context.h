@@ -11,6 +11,7 @@
 namespace sluice::detail {
 
 class worker_pool;
+class access_log;
 
 struct server_context {
     server_context(const config& c, const router& r, const logger& l) : cfg(c), routes(r), log(l) {}
@@ -19,6 +20,8 @@ struct server_context {
     const router& routes;
     const logger& log;
     worker_pool* workers = nullptr; ///< set when dispatch = pool
+    bool collect_metrics = false;   ///< admin.listen is set: loops count requests per route
+    access_log* access = nullptr;   ///< access_log.path is set
 
     /// Connections open across every loop (limits.max_connections).
     std::atomic<std::uint32_t> open_connections{0};
