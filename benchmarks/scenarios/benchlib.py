@@ -140,6 +140,28 @@ def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+# --- plots (the report scripts' shared set-up) ----------------------------------------------------
+
+def pyplot(who):
+    """matplotlib.pyplot on the file-only backend, or None (said on stderr) when it is missing."""
+    try:
+        import matplotlib  # pylint: disable=import-outside-toplevel
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        print(f"{who}: no matplotlib (python3-matplotlib): no plot", file=sys.stderr)
+        return None
+    return plt
+
+
+def save_plot(fig, result_path):
+    """Writes fig beside RESULT.json as RESULT.png and RESULT.svg."""
+    base = result_path[:-5] if result_path.endswith(".json") else result_path
+    fig.savefig(base + ".png", dpi=100)
+    fig.savefig(base + ".svg")
+    print(f"plot: {base}.png, {base}.svg", file=sys.stderr)
+
+
 # --- summaries, one per scenario kind ------------------------------------------------------------
 
 def cpu_us_per_req(r):

@@ -7,7 +7,7 @@
 import json
 import sys
 
-from benchlib import fmt, table
+from benchlib import fmt, pyplot, save_plot, table
 
 
 def cpu_us(r):
@@ -40,12 +40,8 @@ def summary_s2(rows):
 
 
 def plot(path):
-    try:
-        import matplotlib  # pylint: disable=import-outside-toplevel
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        print("s2: no matplotlib (python3-matplotlib): no plot", file=sys.stderr)
+    plt = pyplot("s2")
+    if plt is None:
         return 1
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
@@ -71,10 +67,7 @@ def plot(path):
     axes[0][0].legend(fontsize="small")
     fig.suptitle(f"S2 — sluice-fastio vs nginx, {data.get('started_utc', '')}, commit {data.get('commit', '?')}")
     fig.tight_layout()
-    base = path[:-5] if path.endswith(".json") else path
-    fig.savefig(base + ".png", dpi=100)
-    fig.savefig(base + ".svg")
-    print(f"plot: {base}.png, {base}.svg", file=sys.stderr)
+    save_plot(fig, path)
     return 0
 
 

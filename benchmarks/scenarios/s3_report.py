@@ -8,7 +8,7 @@ avg ms / error % / TPS per variant, beside the published sync and async figures;
 import json
 import sys
 
-from benchlib import fmt, table
+from benchlib import fmt, pyplot, save_plot, table
 
 # SCENARIOS.md, S3 (seed 000): (api, users) -> (sync, async) as (avg ms, error %, TPS).
 PUBLISHED = {
@@ -68,12 +68,8 @@ def summary_s3(rows):
 
 
 def plot(path):
-    try:
-        import matplotlib  # pylint: disable=import-outside-toplevel
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        print("s3: no matplotlib (python3-matplotlib): no plot", file=sys.stderr)
+    plt = pyplot("s3")
+    if plt is None:
         return 1
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
@@ -105,10 +101,7 @@ def plot(path):
                  f"{params.get('RESPONSE_TIMEOUT_MS', '?')} ms, limit {params.get('LIMIT', '?')}; "
                  f"{data.get('started_utc', '')}")
     fig.tight_layout()
-    base = path[:-5] if path.endswith(".json") else path
-    fig.savefig(base + ".png", dpi=100)
-    fig.savefig(base + ".svg")
-    print(f"plot: {base}.png, {base}.svg", file=sys.stderr)
+    save_plot(fig, path)
     return 0
 
 
