@@ -12,6 +12,7 @@
 #include <sluice/response.h>
 
 #include "http/server_session.h"
+#include "typical_requests.h"
 
 namespace {
 
@@ -58,17 +59,7 @@ void BM_parse_wrk_get(benchmark::State& state) {
 }
 BENCHMARK(BM_parse_wrk_get);
 
-// ~300 bytes: the same browser's API call without cookies (bm_path_get_root parses this one).
-constexpr std::string_view typical_get = "GET / HTTP/1.1\r\n"
-                                         "Host: api.example.com\r\n"
-                                         "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) "
-                                         "Gecko/20100101 Firefox/128.0\r\n"
-                                         "Accept: application/json, text/plain, */*\r\n"
-                                         "Accept-Language: en-US,en;q=0.5\r\n"
-                                         "Accept-Encoding: gzip, deflate, br\r\n"
-                                         "Referer: https://example.com/\r\n"
-                                         "Connection: keep-alive\r\n"
-                                         "\r\n";
+using bench::typical_get; // ~300 bytes; bm_path_get_root parses the same bytes
 
 void BM_parse_typical_get(benchmark::State& state) {
     parse_one_request(state, typical_get);
