@@ -20,6 +20,11 @@ public:
     void sample(std::string_view name, std::initializer_list<metric_label> labels, std::uint64_t value);
     void sample(std::string_view name, std::initializer_list<metric_label> labels, double value);
     void sample(std::string_view name, std::uint64_t value) { sample(name, {}, value); }
+    /// A family of one unlabelled sample (most process and server figures).
+    void single(std::string_view name, std::string_view type, std::string_view help, std::uint64_t value) {
+        family(name, type, help);
+        sample(name, value);
+    }
 
     const std::string& text() const noexcept { return out_; }
     std::string take() noexcept { return std::move(out_); }

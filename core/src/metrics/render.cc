@@ -76,26 +76,23 @@ void render_requests(exposition& e, const metrics_snapshot& s) {
 
 void render_server(exposition& e, const metrics_snapshot& s) {
     const server_stats& st = s.server;
-    e.family("sluice_connections_accepted_total", "counter", "connections accepted");
-    e.sample("sluice_connections_accepted_total", st.connections_accepted);
-    e.family(
+    e.single("sluice_connections_accepted_total", "counter", "connections accepted", st.connections_accepted);
+    e.single(
         "sluice_connections_rejected_total", "counter",
-        "connections closed at once because limits.max_connections (or the blocking accept queue) was full");
-    e.sample("sluice_connections_rejected_total", st.connections_refused);
-    e.family("sluice_connections_open", "gauge", "connections open now");
-    e.sample("sluice_connections_open", st.connections_open);
-    e.family("sluice_http_requests_in_flight", "gauge",
-             "requests being handled now (suspended ones included)");
-    e.sample("sluice_http_requests_in_flight", st.exchanges_live);
-    e.family("sluice_http_requests_suspended", "gauge", "requests suspended in start_async() now");
-    e.sample("sluice_http_requests_suspended", st.exchanges_suspended);
-    e.family("sluice_async_timeouts_total", "counter", "async exchanges whose timeout fired");
-    e.sample("sluice_async_timeouts_total", st.async_timeouts);
-    e.family("sluice_async_errors_total", "counter",
-             "async exchanges ended by an error (client gone, write failed, handler threw, shutdown)");
-    e.sample("sluice_async_errors_total", st.async_errors);
-    e.family("sluice_watchdog_events_total", "counter", "loop iterations longer than watchdog_ms");
-    e.sample("sluice_watchdog_events_total", s.watchdog_events);
+        "connections closed at once because limits.max_connections (or the blocking accept queue) was full",
+        st.connections_refused);
+    e.single("sluice_connections_open", "gauge", "connections open now", st.connections_open);
+    e.single("sluice_http_requests_in_flight", "gauge",
+             "requests being handled now (suspended ones included)", st.exchanges_live);
+    e.single("sluice_http_requests_suspended", "gauge", "requests suspended in start_async() now",
+             st.exchanges_suspended);
+    e.single("sluice_async_timeouts_total", "counter", "async exchanges whose timeout fired",
+             st.async_timeouts);
+    e.single("sluice_async_errors_total", "counter",
+             "async exchanges ended by an error (client gone, write failed, handler threw, shutdown)",
+             st.async_errors);
+    e.single("sluice_watchdog_events_total", "counter", "loop iterations longer than watchdog_ms",
+             s.watchdog_events);
     e.family("sluice_loop_busy_seconds", "gauge",
              "how long the longest-running current loop iteration has run (the lag of a new event)");
     e.sample("sluice_loop_busy_seconds", {}, s.loop_busy_seconds);
@@ -150,24 +147,21 @@ void render_clients(exposition& e, const metrics_snapshot& s) {
 
 void render_process(exposition& e, const metrics_snapshot& s) {
     if (s.access_log_on) {
-        e.family("sluice_access_log_lines_total", "counter", "access log lines written");
-        e.sample("sluice_access_log_lines_total", s.access_log.written);
-        e.family("sluice_access_log_dropped_total", "counter",
-                 "access log lines dropped because a loop's queue was full");
-        e.sample("sluice_access_log_dropped_total", s.access_log.dropped);
-        e.family("sluice_access_log_write_errors_total", "counter",
-                 "access log lines lost because the file could not be opened or written");
-        e.sample("sluice_access_log_write_errors_total", s.access_log.write_errors);
+        e.single("sluice_access_log_lines_total", "counter", "access log lines written",
+                 s.access_log.written);
+        e.single("sluice_access_log_dropped_total", "counter",
+                 "access log lines dropped because a loop's queue was full", s.access_log.dropped);
+        e.single("sluice_access_log_write_errors_total", "counter",
+                 "access log lines lost because the file could not be opened or written",
+                 s.access_log.write_errors);
     }
     // The names of the Prometheus client libraries' process collectors, so dashboards fit.
-    e.family("process_resident_memory_bytes", "gauge", "resident memory size in bytes");
-    e.sample("process_resident_memory_bytes", s.process.resident_bytes);
-    e.family("process_threads", "gauge", "threads of the process");
-    e.sample("process_threads", s.process.threads);
+    e.single("process_resident_memory_bytes", "gauge", "resident memory size in bytes",
+             s.process.resident_bytes);
+    e.single("process_threads", "gauge", "threads of the process", s.process.threads);
     e.family("process_cpu_seconds_total", "counter", "user and system CPU time in seconds");
     e.sample("process_cpu_seconds_total", {}, s.process.cpu_seconds);
-    e.family("process_open_fds", "gauge", "open file descriptors");
-    e.sample("process_open_fds", s.process.open_fds);
+    e.single("process_open_fds", "gauge", "open file descriptors", s.process.open_fds);
 }
 
 } // namespace
