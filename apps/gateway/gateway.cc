@@ -4,7 +4,7 @@
 
 namespace gateway {
 
-sluice::client_request upstream_request(const sluice::exchange& ex, std::string_view upstream_path,
+sluice::client_request upstream_request(sluice::exchange& ex, std::string_view upstream_path,
                                         body_hold hold) {
     const sluice::request& req = ex.request();
     sluice::client_request up;
@@ -19,12 +19,15 @@ sluice::client_request upstream_request(const sluice::exchange& ex, std::string_
     // A borrowed body is sent from the exchange's memory by the upstream connection. A client
     // that leaves ends the exchange, and its request slot (body included) goes back to the
     // loop's pool and may be refilled, while client_call::cancel() is only posted to the loop
-    // and a send already submitted (io_uring) may still read the bytes. So only the sync style,
-    // whose handler holds the exchange until the call has ended, borrows.
+    // and a send already submitted (io_uring) may still read the bytes until its completion,
+    // after the close. So only the sync style, whose handler holds the exchange until the call
+    // has ended, borrows; the others move the body into the call (no copy either): the call
+    // owns it, and the connection keeps the call until its send has completed or its fd is
+    // closed (client_connection::sending_call_), whatever becomes of the exchange.
     if (hold == body_hold::borrow) {
         up.body_view = req.body();
     } else {
-        up.body = std::string(req.body());
+        up.body = ex.take_body();
     }
     return up;
 }

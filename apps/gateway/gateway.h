@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <sluice/sluice.h>
 
@@ -17,16 +18,16 @@ struct gateway {
     std::unique_ptr<sluice::limiter> limit; // null: unlimited
 };
 
-/// How the upstream request holds the incoming body.
+/// How the upstream request holds the incoming body (neither copies it).
 enum class body_hold {
     borrow, ///< a view of the request's body: only while the handler waits for the whole call (sync)
-    copy,   ///< a copy: the exchange may end (client gone) while the call still sends it
+    take,   ///< moved into the call (exchange::take_body): the exchange may end (client gone) while
+            ///< the call still sends it, and a send in flight keeps the call, and so the body, alive
 };
 
 /// The upstream request for `ex`: same method, `upstream_path` with the incoming query, the
 /// end-to-end headers plus X-Forwarded-For / Forwarded, and the body as `hold` says.
-sluice::client_request upstream_request(const sluice::exchange& ex, std::string_view upstream_path,
-                                        body_hold hold);
+sluice::client_request upstream_request(sluice::exchange& ex, std::string_view upstream_path, body_hold hold);
 
 /// Answers 400 when the request cannot be forwarded byte-exact and safe (forwarding.h).
 bool refused(sluice::exchange& ex);
@@ -35,8 +36,17 @@ bool refused(sluice::exchange& ex);
 /// headers), or 504 for a timeout, 503 for an exhausted pool, 502 for any other failure.
 sluice::response downstream_response(const sluice::result<sluice::client_response>& r);
 
-/// Adds GET /api/{style}/work, GET /api/{style}/files, POST /api/{style}/upload and
-/// GET /api/{style}/bytes for the four styles (styles.cc).
+struct route {
+    std::string method;
+    std::string path;
+    sluice::handler h;
+};
+
+/// GET /api/{style}/work, GET /api/{style}/files, POST /api/{style}/upload and
+/// GET /api/{style}/bytes for the four styles (styles.cc), behind the limiter if any.
+std::vector<route> routes(gateway& g);
+
+/// Adds routes(g) to srv.
 void add_routes(sluice::server& srv, gateway& g);
 
 } // namespace gateway

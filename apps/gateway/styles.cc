@@ -9,10 +9,16 @@
 // In the three asynchronous styles no thread waits for the upstream: the exchange is
 // suspended and the call is a few hundred bytes of state on the loop. When the exchange ends
 // first (client gone, async timeout, stop) the call is cancelled and its connection closed.
+//
+// async and resume stream the upstream body through relay.h with backpressure (bounded memory
+// whatever the size); sync and co buffer it whole (max_response_bytes): sync because its
+// thread waits anyway, co because a coroutine cannot yet write a streamed piece and await the
+// drain (docs/gateway.md).
 #include <memory>
 #include <string>
 
 #include "gateway.h"
+#include "relay.h"
 
 namespace gateway {
 namespace {
@@ -33,38 +39,30 @@ sluice::handler sync_style(gateway& g, std::string path) {
 
 sluice::handler async_style(gateway& g, std::string path) {
     return [&g, path](exchange& ex) {
+        if (ex.is_resumed()) {
+            relay::on_resumed(ex); // a streamed body: write the next pieces
+            return;
+        }
         if (refused(ex)) {
             return;
         }
-        auto ctx = ex.start_async();
-        const sluice::client_call call =
-            g.api.send(ex.executor(), upstream_request(ex, path, body_hold::copy),
-                       [ctx](result<client_response> r) mutable { ctx.complete(downstream_response(r)); });
-        ctx.on_complete([call](const sluice::async_event&) { call.cancel(); }); // no-op once answered
+        // The callbacks of the streamed call complete the exchange; a response that is whole
+        // before its head went out is sent by complete() from the callback (relay.h).
+        relay::start(g, ex, upstream_request(ex, path, body_hold::take),
+                     relay_finish::complete_from_callback);
     };
 }
 
 sluice::handler resume_style(gateway& g, std::string path) {
-    using upstream_result = std::shared_ptr<result<client_response>>; // std::any needs a copyable type
     return [&g, path](exchange& ex) {
         if (ex.is_resumed()) {
-            if (auto r = ex.attribute<upstream_result>("gateway.upstream")) {
-                ex.response() = downstream_response(**r);
-            }
+            relay::on_resumed(ex); // the head, the next pieces of the body, or the end
             return;
         }
         if (refused(ex)) {
             return;
         }
-        auto ctx = ex.start_async();
-        const sluice::client_call call =
-            g.api.send(ex.executor(), upstream_request(ex, path, body_hold::copy),
-                       [ctx](result<client_response> r) mutable {
-                           ctx.set_attribute("gateway.upstream",
-                                             std::make_shared<result<client_response>>(std::move(r)));
-                           ctx.resume();
-                       });
-        ctx.on_complete([call](const sluice::async_event&) { call.cancel(); });
+        relay::start(g, ex, upstream_request(ex, path, body_hold::take), relay_finish::resume);
     };
 }
 
@@ -75,14 +73,15 @@ sluice::handler co_style(gateway& g, std::string path) {
         }
         // Cancelled with the exchange (the async_op contract): the result is then not sent.
         const result<client_response> r =
-            co_await g.api.async_send(ex.executor(), upstream_request(ex, path, body_hold::copy));
+            co_await g.api.async_send(ex.executor(), upstream_request(ex, path, body_hold::take));
         ex.response() = downstream_response(r);
     });
 }
 
 } // namespace
 
-void add_routes(sluice::server& srv, gateway& g) {
+std::vector<route> routes(gateway& g) {
+    std::vector<route> out;
     struct style {
         const char* name;
         sluice::handler (*make)(gateway&, std::string);
@@ -101,8 +100,15 @@ void add_routes(sluice::server& srv, gateway& g) {
             if (g.limit) {
                 h = sluice::limited(*g.limit, std::move(h));
             }
-            srv.route(e.method, std::string("/api/") + s.name + e.path, std::move(h));
+            out.push_back({e.method, std::string("/api/") + s.name + e.path, std::move(h)});
         }
+    }
+    return out;
+}
+
+void add_routes(sluice::server& srv, gateway& g) {
+    for (route& r : routes(g)) {
+        srv.route(r.method, r.path, std::move(r.h));
     }
 }
 

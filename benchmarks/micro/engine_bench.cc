@@ -12,6 +12,7 @@
 #include <sluice/response.h>
 
 #include "http/server_session.h"
+#include "typical_requests.h"
 
 namespace {
 
@@ -58,6 +59,13 @@ void BM_parse_wrk_get(benchmark::State& state) {
 }
 BENCHMARK(BM_parse_wrk_get);
 
+using bench::typical_get; // ~300 bytes; bm_path_get_root parses the same bytes
+
+void BM_parse_typical_get(benchmark::State& state) {
+    parse_one_request(state, typical_get);
+}
+BENCHMARK(BM_parse_typical_get);
+
 void BM_parse_browser_get(benchmark::State& state) {
     parse_one_request(state, browser_get);
 }
@@ -90,6 +98,31 @@ void BM_parse_pipelined_16(benchmark::State& state) {
     state.SetItemsProcessed(state.iterations() * 16);
 }
 BENCHMARK(BM_parse_pipelined_16);
+
+// A 64 KB upload, chunked in 4 KB chunks (a client streaming a file): the body path.
+void BM_parse_chunked_64k(benchmark::State& state) {
+    std::string in = "POST /upload HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nTransfer-Encoding: chunked\r\n\r\n";
+    const std::string chunk(4096, 'x');
+    for (int i = 0; i < 16; ++i) {
+        in.append("1000\r\n").append(chunk).append("\r\n");
+    }
+    in.append("0\r\n\r\n");
+    http::session_limits limits{};
+    http::server_session session{limits};
+    request req;
+    for (auto _ : state) {
+        const http::feed_result r = session.feed(in, req);
+        if (r.status != http::feed_status::request_ready || req.body().size() != 65536) {
+            state.SkipWithError("request not parsed");
+            break;
+        }
+        req.clear();
+        session.next_request();
+    }
+    state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(in.size()));
+    state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_parse_chunked_64k);
 
 // The "plaintext" response: a small text body, the Date from the cache, keep-alive.
 void BM_serialize_small_response(benchmark::State& state) {

@@ -84,8 +84,20 @@ bool counter_is_live() {
     return allocations.load(std::memory_order_relaxed) != before;
 }
 
-void run(benchmark::State& state, const char* method, std::string_view path, int expected_status) {
-    const sluice::router r = make_router();
+// A generated table of n routes, half static and half with a parameter, for how matching
+// scales with the table (issue 8: 10 and 1,000 routes).
+sluice::router make_router(int n) {
+    sluice::router r;
+    for (int i = 0; i < n / 2; ++i) {
+        const std::string base = "/api/v1/resource" + std::to_string(i);
+        r.add("GET", base, noop{});
+        r.add("GET", base + "/{id}", noop{});
+    }
+    return r;
+}
+
+void run_with(benchmark::State& state, const sluice::router& r, const char* method, std::string_view path,
+              int expected_status) {
     std::vector<sluice::router::param> params;
     params.reserve(8);
     if (!counter_is_live()) {
@@ -104,6 +116,20 @@ void run(benchmark::State& state, const char* method, std::string_view path, int
     }
     const auto allocs = static_cast<double>(allocations.load(std::memory_order_relaxed) - before);
     state.counters["allocs/match"] = benchmark::Counter(allocs / static_cast<double>(state.iterations()));
+}
+
+void run(benchmark::State& state, const char* method, std::string_view path, int expected_status) {
+    run_with(state, make_router(), method, path, expected_status);
+}
+
+// The last-added static route and a parameter route near the end of a table of n routes.
+void bm_router_n_static(benchmark::State& state) {
+    const auto n = static_cast<int>(state.range(0));
+    run_with(state, make_router(n), "GET", "/api/v1/resource" + std::to_string(n / 2 - 1), 0);
+}
+void bm_router_n_param(benchmark::State& state) {
+    const auto n = static_cast<int>(state.range(0));
+    run_with(state, make_router(n), "GET", "/api/v1/resource" + std::to_string(n / 2 - 1) + "/42", 0);
 }
 
 void bm_router_static(benchmark::State& state) {
@@ -133,3 +159,5 @@ BENCHMARK(bm_router_head_via_get);
 BENCHMARK(bm_router_tail);
 BENCHMARK(bm_router_not_found);
 BENCHMARK(bm_router_method_not_allowed);
+BENCHMARK(bm_router_n_static)->Arg(10)->Arg(1'000);
+BENCHMARK(bm_router_n_param)->Arg(10)->Arg(1'000);

@@ -7,7 +7,7 @@ Subcommands (called from lib.sh):
                                   KEY=@FILE nests one, KEY=lines:FILE a list of lines,
                                   KEY=kv:FILE a dict of key=value lines, KEY=str:V a string as is
   free-port                       an unused TCP port on 127.0.0.1
-  report KIND ROWS META OUT_BASE  summary for KIND (plaintext|s1|memory|demo|hostile|s1_gateway), written to
+  report KIND ROWS META OUT_BASE  summary for KIND (plaintext|s1|memory|demo|hostile|s1_gateway|s2|s3), written to
                                   OUT_BASE.json and OUT_BASE.md; the markdown is printed
   sht-summary | parse-ab | hostile-line   the hostile scenario's (hostile_report.py)
   s1-window SAMPLES START END     S1 through the gateway: steady-window TPS (s1_gateway_report.py)
@@ -138,6 +138,28 @@ def median(values):
 
 def ratio(a, b):
     return a / b if a is not None and b else None
+
+
+# --- plots (the report scripts' shared set-up) ----------------------------------------------------
+
+def pyplot(who):
+    """matplotlib.pyplot on the file-only backend, or None (said on stderr) when it is missing."""
+    try:
+        import matplotlib  # pylint: disable=import-outside-toplevel
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        print(f"{who}: no matplotlib (python3-matplotlib): no plot", file=sys.stderr)
+        return None
+    return plt
+
+
+def save_plot(fig, result_path):
+    """Writes fig beside RESULT.json as RESULT.png and RESULT.svg."""
+    base = result_path[:-5] if result_path.endswith(".json") else result_path
+    fig.savefig(base + ".png", dpi=100)
+    fig.savefig(base + ".svg")
+    print(f"plot: {base}.png, {base}.svg", file=sys.stderr)
 
 
 # --- summaries, one per scenario kind ------------------------------------------------------------
@@ -285,9 +307,29 @@ def summary_s1_gateway(rows):
 SUMMARIES["s1_gateway"] = summary_s1_gateway
 
 
+def summary_s3(rows):
+    import s3_report  # pylint: disable=import-outside-toplevel (it imports this module)
+    return s3_report.summary_s3(rows)
+
+
+SUMMARIES["s3"] = summary_s3
+
+
+def summary_s2(rows):
+    import s2_report  # pylint: disable=import-outside-toplevel (it imports this module)
+    return s2_report.summary_s2(rows)
+
+
+SUMMARIES["s2"] = summary_s2
+
+
 def report(kind, rows_path, meta_path, out_base):
     rows = read_rows(rows_path)
     meta = load_json_file(meta_path)
+    if kind not in SUMMARIES:
+        # A newer scenario keeps its summary beside it: <kind>_report.py, summary_<kind>(rows).
+        import importlib  # pylint: disable=import-outside-toplevel
+        SUMMARIES[kind] = getattr(importlib.import_module(f"{kind}_report"), f"summary_{kind}")
     summary, md = SUMMARIES[kind](rows)
     meta.update({"summary": summary, "runs": rows})
     with open(out_base + ".json", "w", encoding="utf-8") as f:

@@ -175,11 +175,14 @@ bench_start_app() {
     fi
 }
 
-# bench_write_nginx_conf PREFIX PORT WORKERS [EXTRA_LOCATIONS]
+# bench_write_nginx_conf PREFIX PORT WORKERS [EXTRA_LOCATIONS [EXTRA_HTTP]] (EXTRA_HTTP: blocks of the
+# http context, e.g. an upstream {} for proxy_pass)
+# NGINX_LOAD_MODULES (unset): lines put first, e.g. "load_module /usr/lib/nginx/modules/x.so;".
 bench_write_nginx_conf() {
-    local prefix=$1 port=$2 workers=$3 extra=${4:-}
+    local prefix=$1 port=$2 workers=$3 extra=${4:-} http_extra=${5:-}
     mkdir -p "$prefix/logs" "$prefix/tmp"
     cat >"$prefix/nginx.conf" <<EOF
+${NGINX_LOAD_MODULES:-}
 worker_processes $workers;
 worker_rlimit_nofile 20000;
 pid $prefix/nginx.pid;
@@ -196,6 +199,7 @@ http {
     fastcgi_temp_path $prefix/tmp/fastcgi;
     uwsgi_temp_path $prefix/tmp/uwsgi;
     scgi_temp_path $prefix/tmp/scgi;
+$http_extra
     server {
         listen 127.0.0.1:$port backlog=4096;
         location / {
@@ -208,9 +212,10 @@ $extra
 EOF
 }
 
-# bench_start_nginx LOG PORT WORKERS [EXTRA_LOCATIONS] -> SERVER_PID (master), MEM_PIDS (workers).
+# bench_start_nginx LOG PORT WORKERS [EXTRA_LOCATIONS [EXTRA_HTTP]] -> SERVER_PID (master), MEM_PIDS
+# (workers).
 bench_start_nginx() {
-    local log=$1 port=$2 workers=$3 extra=${4:-}
+    local log=$1 port=$2 workers=$3 extra=${4:-} http_extra=${5:-}
     command -v nginx >/dev/null || {
         SERVER_ERROR="nginx not installed"
         return 1
@@ -218,9 +223,9 @@ bench_start_nginx() {
     local prefix
     prefix=$(mktemp -d "$BENCH_TMP/nginx.XXXXXX")
     chmod 755 "$prefix"
-    bench_write_nginx_conf "$prefix" "$port" "$workers" "$extra"
+    bench_write_nginx_conf "$prefix" "$port" "$workers" "$extra" "$http_extra"
     local cmd=(nginx -p "$prefix" -c "$prefix/nginx.conf" -e "$prefix/logs/error.log" -g "daemon off;")
-    bench_log_cmd "${cmd[*]}   # config: worker_processes $workers; access_log off; return 200 \"Hello, World!\""
+    bench_log_cmd "${cmd[*]}   # config: worker_processes $workers; access_log off; return 200 \"Hello, World!\"$([[ -n $extra ]] && echo "; $(tr -s ' \n' ' ' <<<"$http_extra $extra")")"
     "${cmd[@]}" >"$log" 2>&1 &
     local pid=$!
     STARTED_PIDS+=("$pid")

@@ -169,6 +169,17 @@ std::string check_listen(std::string_view v) {
     return parse_listen_into(v, ignored);
 }
 
+std::string check_optional_listen(std::string_view v) {
+    return v.empty() ? std::string() : check_listen(v);
+}
+
+std::string check_access_log_format(std::string_view v) {
+    if (v == "combined" || v == "json") {
+        return {};
+    }
+    return "must be 'combined' or 'json', got " + quoted(v);
+}
+
 // RFC 3629 UTF-8 (no overlong forms, no surrogates, at most U+10FFFF): what a TOML string holds.
 bool is_utf8(std::string_view s) noexcept {
     std::size_t i = 0;
@@ -393,6 +404,14 @@ constexpr std::array keys{
                                                             "PEM certificate chain; set with tls.key"),
     string_key<check_path, &config::tls, &tls_config::key>("tls.key", "FILE",
                                                            "PEM private key; set with tls.cert"),
+    string_key<check_optional_listen, &config::admin, &admin_config::listen>(
+        "admin.listen", "HOST:PORT", "admin listener (/metrics, /healthz, /readyz); empty = off"),
+    string_key<check_path, &config::access_log, &access_log_config::path>(
+        "access_log.path", "FILE", "access log file; - = stdout; empty = off"),
+    string_key<check_access_log_format, &config::access_log, &access_log_config::format>(
+        "access_log.format", "combined|json", "access log line format"),
+    integer_key<&config::access_log, &access_log_config::queue_lines>(
+        "access_log.queue_lines", 64, 16 * mib, "access log lines queued before lines are dropped"),
     string_key<check_tls_version, &config::tls, &tls_config::min_version>("tls.min_version", "1.2|1.3",
                                                                           "oldest TLS version accepted"),
     string_key<check_cipher_list, &config::tls, &tls_config::ciphers>(
@@ -620,6 +639,17 @@ void validate_config(const config& cfg) {
     }
     if (cfg.tls.cert.empty() && !cfg.tls.key.empty()) {
         throw startup_error("tls.cert", "must be set when tls.key is set");
+    }
+    // Probes and scrapes on the public port would be reachable by every client and would
+    // compete with traffic: the admin listener has an address of its own.
+    if (!cfg.admin.listen.empty()) {
+        const listen_address pub = parse_listen(cfg.listen);
+        const listen_address adm = parse_listen(cfg.admin.listen);
+        if (adm.port != 0 && adm.port == pub.port &&
+            (adm.host == pub.host || adm.host.empty() || pub.host.empty())) {
+            throw startup_error("admin.listen", "must differ from listen (" + cfg.listen + "), got " +
+                                                    quoted(cfg.admin.listen));
+        }
     }
 }
 

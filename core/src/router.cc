@@ -30,7 +30,8 @@ struct route_entry {
     std::string method;
     handler target;
     std::vector<std::string> param_names;
-    std::string pattern; ///< as added, for error messages
+    std::string pattern; ///< as added, for error messages and metrics
+    std::size_t id = 0;  ///< position in the order of add()
 };
 
 struct tree_node {
@@ -190,6 +191,7 @@ const route_entry* search(const tree_node& n, std::string_view path, std::size_t
 
 struct router::node {
     tree_node tree;
+    std::vector<const route_entry*> by_id; ///< every route, in the order of add()
 };
 
 router::router() : root_(std::make_unique<node>()) {}
@@ -233,8 +235,19 @@ void router::add(std::string_view method, std::string_view pattern, handler h) {
         throw std::invalid_argument("duplicate route " + std::string(method) + " " + std::string(pattern) +
                                     " (same as " + existing->method + " " + existing->pattern + ")");
     }
-    n->routes.push_back(std::make_unique<route_entry>(
-        route_entry{std::string(method), std::move(h), std::move(names), std::string(pattern)}));
+    root_->by_id.reserve(root_->by_id.size() + 1); // so that the push_back below cannot throw
+    n->routes.push_back(std::make_unique<route_entry>(route_entry{
+        std::string(method), std::move(h), std::move(names), std::string(pattern), root_->by_id.size()}));
+    root_->by_id.push_back(n->routes.back().get());
+}
+
+std::size_t router::size() const noexcept {
+    return root_ ? root_->by_id.size() : 0;
+}
+
+std::string_view router::pattern(std::size_t route) const noexcept {
+    return root_ && route < root_->by_id.size() ? std::string_view(root_->by_id[route]->pattern)
+                                                : std::string_view();
 }
 
 router::match_result router::match(std::string_view method, std::string_view path,
@@ -256,6 +269,7 @@ router::match_result router::match(std::string_view method, std::string_view pat
             params[i].name = r->param_names[i];
         }
         result.target = &r->target;
+        result.route = r->id;
         return result;
     }
 

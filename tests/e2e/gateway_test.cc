@@ -107,8 +107,16 @@ TEST_P(gateway_test, an_upstream_error_status_passes_through_with_one_framing) {
     auto r = fetch(get_request(api("/work?ms=x"), "Connection: X-Hop\r\nX-Hop: 1\r\n"));
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 400);
-    EXPECT_EQ(r->header_count("Content-Length"), 1u);
-    EXPECT_FALSE(r->header("Transfer-Encoding").has_value());
+    // One framing, never both: the streaming styles (async, resume) relay a response whose
+    // body came in the same read as its head with its Content-Length, and chunked when the
+    // head had to go out first; which one is a matter of timing.
+    if (r->header("Transfer-Encoding").has_value()) {
+        EXPECT_EQ(r->header_count("Content-Length"), 0u);
+        EXPECT_EQ(r->header("Transfer-Encoding").value_or(""), "chunked");
+    } else {
+        EXPECT_EQ(r->header_count("Content-Length"), 1u);
+    }
+    EXPECT_FALSE(r->body.empty());
 }
 
 TEST_P(gateway_test, an_upstream_that_is_down_gives_502) {

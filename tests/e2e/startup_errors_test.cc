@@ -115,12 +115,15 @@ TEST(startup_errors, config_files_missing_malformed_or_with_unknown_keys) {
     expect_startup_error(run_app({"--config", wrong_type}), "io_threads", "");
 }
 
-TEST(startup_errors, tls_keys_are_refused_until_tls_exists) {
+TEST(startup_errors, tls_files_that_are_not_pem_name_the_key_and_the_file) {
     const auto cert = temp_file("cert.pem", "not a certificate");
     const auto key = temp_file("key.pem", "not a key");
     expect_startup_error(
         run_app({"--listen", "127.0.0.1:0", "--set", "tls.cert=" + cert, "--set", "tls.key=" + key}),
-        "tls.cert: ", "not implemented");
+        "tls.cert: ", "'" + cert + "' is not a PEM certificate chain");
+    expect_startup_error(run_app({"--listen", "127.0.0.1:0", "--set", "tls.cert=/nonexistent/c.pem", "--set",
+                                  "tls.key=" + key}),
+                         "tls.cert: ", "cannot open '/nonexistent/c.pem'");
 }
 
 TEST(startup_errors, port_in_use_is_a_listen_error) {

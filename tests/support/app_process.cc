@@ -122,4 +122,10 @@ std::uint64_t app_process::rss_bytes() const {
     return 0;
 }
 
+std::uint16_t app_process::admin_port() const {
+    const std::string text = log();
+    const auto at = text.find("(admin port ");
+    return at == std::string::npos ? 0 : static_cast<std::uint16_t>(std::stoi(text.substr(at + 12)));
+}
+
 } // namespace sluice::test

@@ -27,6 +27,8 @@ public:
 
     bool started() const noexcept { return port_ != 0; }
     std::uint16_t port() const noexcept { return port_; }
+    /// The admin listener's port from its "(admin port N)" line (admin.listen set), or 0.
+    std::uint16_t admin_port() const;
     pid_t pid() const noexcept { return pid_; }
     /// The process's resident set (VmRSS) in bytes; 0 if it cannot be read.
     std::uint64_t rss_bytes() const;

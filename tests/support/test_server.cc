@@ -41,6 +41,10 @@ void test_server::start() {
         server_->route(r.method, r.pattern, std::move(r.h));
     }
     routes_.clear();
+    for (auto& fn : before_start_) {
+        fn(*server_);
+    }
+    before_start_.clear();
     server_->start();
     if (!cfg_.tls.cert.empty()) {
         tls_port_ = server_->port();

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -42,6 +43,11 @@ public:
     template <coroutine_function F>
     test_server& route(std::string_view method, std::string_view pattern, F f) {
         return route(method, pattern, coroutine_handler(std::move(f)));
+    }
+    /// Runs fn on the server once it is built, before start() (server::watch, ...).
+    test_server& before_start(std::function<void(sluice::server&)> fn) {
+        before_start_.push_back(std::move(fn));
+        return *this;
     }
     /// Builds the server, registers the routes and starts it (throws what server::start throws).
     void start();
@@ -77,6 +83,7 @@ private:
     std::uint16_t tls_port_ = 0; ///< registered for test_client (support/tls_stream.h)
     std::shared_ptr<log_capture> log_ = std::make_shared<log_capture>();
     std::vector<pending_route> routes_;
+    std::vector<std::function<void(sluice::server&)>> before_start_;
     std::unique_ptr<sluice::server> server_;
 };
 

@@ -309,6 +309,33 @@ TEST(config, tls_cert_and_key_go_together) {
     EXPECT_NO_THROW(validate_config(cfg));
 }
 
+TEST(config, admin_listen_must_differ_from_listen) {
+    config cfg;
+    cfg.listen = "127.0.0.1:8080";
+    cfg.admin.listen = "127.0.0.1:8080";
+    auto e = catch_startup_error([&] { validate_config(cfg); });
+    EXPECT_EQ(e.key(), "admin.listen");
+    EXPECT_TRUE(contains(e.what(), "must differ from listen"));
+    cfg.admin.listen = ":8080"; // all interfaces include the public address
+    EXPECT_EQ(catch_startup_error([&] { validate_config(cfg); }).key(), "admin.listen");
+    cfg.admin.listen = "127.0.0.1:9901";
+    EXPECT_NO_THROW(validate_config(cfg));
+    cfg.admin.listen = "127.0.0.1:0"; // a kernel-chosen port never collides
+    cfg.listen = "127.0.0.1:0";
+    EXPECT_NO_THROW(validate_config(cfg));
+    cfg.admin.listen = "nonsense";
+    EXPECT_EQ(catch_startup_error([&] { set_config_value(cfg, "admin.listen", "nonsense"); }).key(),
+              "admin.listen");
+}
+
+TEST(config, access_log_format_is_combined_or_json) {
+    config cfg;
+    EXPECT_EQ(cfg.access_log.format, "combined");
+    auto e = catch_startup_error([&] { set_config_value(cfg, "access_log.format", "xml"); });
+    EXPECT_EQ(e.key(), "access_log.format");
+    EXPECT_TRUE(contains(e.what(), "must be 'combined' or 'json'"));
+}
+
 TEST(config, describe_lists_every_key_as_toml) {
     config cfg;
     cfg.io_threads = 6;

@@ -9,6 +9,9 @@
 //   sluice::result<sluice::client_response> r = co_await api.async_send(ex.executor(), {.target = "/files"});
 //   // blocking style (sync handlers; on an inline reactor loop this stalls the loop)
 //   sluice::result<sluice::client_response> r = api.send_blocking({.target = "/files"});
+//   // streaming: the head, then the body piece by piece, with backpressure (pause_body)
+//   sluice::client_call c = api.send_streaming(ex.executor(), {.target = "/bytes?n=1000000"},
+//       {.on_head = ..., .on_body = [](std::string_view piece) {...}, .on_end = [](std::error_code) {...}});
 //
 // One implementation under the three styles (docs/client.md):
 // - A call runs on a reactor loop: the executor's own loop when it is a reactor loop (epoll,
@@ -141,6 +144,25 @@ struct client_response {
     std::optional<std::string_view> header(std::string_view name) const noexcept;
 };
 
+/// The callbacks of a streamed call (client::send_streaming). They run on the call's loop (the
+/// executor's loop when it is a reactor loop, else the client's own loop), inline, in order:
+/// on_head at most once, on_body zero or more times, on_end exactly once, last. They must not
+/// block, and must not destroy the client.
+struct client_stream_handler {
+    /// The final response's status and headers (body empty; 1xx responses are skipped). Not
+    /// called for a call that fails before a whole head arrived.
+    std::function<void(const client_response& head)> on_head;
+    /// A piece of the body, lent until return: consume or copy it. Pieces are as large as one
+    /// read from the socket; client_call::pause_body() stops the next reads (pieces of a read
+    /// already made may still follow).
+    std::function<void(std::string_view piece)> on_body;
+    /// The end: an empty code when the whole response arrived (the connection may go back to
+    /// the pool), else why it ended: before on_head an error as for send(); after it the body
+    /// is cut (reset, malformed_response, response_timed_out, cancelled) and the connection
+    /// is closed.
+    std::function<void(std::error_code)> on_end;
+};
+
 /// Whether a header must not be forwarded by a proxy, in either direction (RFC 9110 §7.6.1):
 /// Connection, Keep-Alive, TE, Trailer, Upgrade, Proxy-*, Transfer-Encoding, and any name
 /// listed in a Connection header of `headers` (the message it belongs to). Content-Length is
@@ -158,6 +180,15 @@ public:
     /// connection is closed (a half-used connection is never pooled). Thread-safe; the work is
     /// done on the call's loop. False when the call had completed (or been cancelled) already.
     bool cancel() const noexcept;
+
+    /// A streamed call's backpressure: stop reading the upstream's body until resume_body()
+    /// (the upstream is then held by TCP flow control). Thread-safe; on the call's loop it
+    /// takes effect at once (also from inside on_body), elsewhere it is posted there. While
+    /// paused, response_timeout does not run (the reader sets the pace; see docs/client.md).
+    /// Neither runs a callback of the call inline, so both may be called under a lock that
+    /// those callbacks take.
+    void pause_body() const noexcept;
+    void resume_body() const noexcept;
 
 private:
     std::shared_ptr<detail::client_call_state> state_;
@@ -195,6 +226,12 @@ public:
     /// ends first (client gone, async timeout, stop) the call is cancelled (its connection
     /// closed) and the await gives std::errc::operation_canceled (the async_op contract).
     async_op<client_response> async_send(const executor& on, client_request request);
+
+    /// The streaming style: the response's head and body go to `handler` as they arrive, with
+    /// backpressure through the returned handle's pause_body() / resume_body(). The body is not
+    /// kept, so max_response_bytes bounds the head only. Thread-safe. The connection goes back
+    /// to the pool only after a body that ended cleanly; cancel() closes it.
+    client_call send_streaming(const executor& on, client_request request, client_stream_handler handler);
 
     /// The blocking style: runs the call on the client's own loop and waits for it. Thread-safe.
     /// Called on a reactor loop it blocks that loop for the whole call (the watchdog names it).

@@ -60,6 +60,20 @@ struct tls_config {
     std::uint32_t handshake_timeout_ms = 10'000; ///< accept to end of handshake; then close
 };
 
+/// The admin listener (docs/operations.md): /metrics, /healthz, /readyz on an address of its own,
+/// so that probes and scrapes never compete with traffic and never face the public network.
+struct admin_config {
+    std::string listen; ///< "" = off; else "host:port" as `listen`, and never the same address
+};
+
+/// The access log (docs/operations.md): written off the I/O loops; lines a full queue cannot
+/// take are dropped and counted, never waited for.
+struct access_log_config {
+    std::string path;                  ///< "" = off; "-" = stdout; else a file, appended to
+    std::string format = "combined";   ///< "combined" (Apache/nginx) or "json" (one object per line)
+    std::uint32_t queue_lines = 65536; ///< lines queued, over all loops, before lines are dropped
+};
+
 struct config {
     std::string backend = "auto";          ///< a registered backend name, or "auto"
     std::string listen = "127.0.0.1:8080"; ///< "host:port", "[v6]:port" or ":port"
@@ -75,6 +89,8 @@ struct config {
     blocking_config blocking;
     limits_config limits;
     tls_config tls;
+    admin_config admin;
+    access_log_config access_log;
 };
 
 /// A parsed `listen` value.

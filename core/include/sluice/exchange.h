@@ -33,6 +33,10 @@ public:
 
     const sluice::request& request() const noexcept { return request_; }
     sluice::response& response() noexcept { return response_; }
+    /// Moves the request's body out, without a copy: the caller owns it, and request().body()
+    /// is empty afterwards. For a body that must outlive the exchange — an upstream call whose
+    /// send may still be in flight when the client leaves and the exchange is recycled.
+    std::string take_body() noexcept;
 
     /// Suspends the exchange with the configured default timeout (async_timeout_ms): when the
     /// handler returns, nothing is sent. Calling it again in the same dispatch returns the same

@@ -10,12 +10,13 @@
 // no route for the method is 405 with an Allow header.
 #pragma once
 
-#include <sluice/handler.h>
-
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <sluice/handler.h>
 
 namespace sluice {
 
@@ -28,6 +29,7 @@ public:
 
     struct match_result {
         const handler* target = nullptr; ///< set when a route matched
+        std::size_t route = 0;           ///< when matched: the route's index in the order of add()
         int status = 0;                  ///< 0 when matched, else 404 or 405
         std::string allow;               ///< for 405: "GET, HEAD, POST"
     };
@@ -45,6 +47,11 @@ public:
     /// (cleared first). Allocation-free when it matches, for paths without parameters beyond
     /// params' capacity.
     match_result match(std::string_view method, std::string_view path, std::vector<param>& params) const;
+
+    /// Routes added so far; a match's `route` is below this.
+    std::size_t size() const noexcept;
+    /// The template a route was added with ("/users/{id}"), by index; "" past the end.
+    std::string_view pattern(std::size_t route) const noexcept;
 
 private:
     struct node;

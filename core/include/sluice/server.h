@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,12 +23,20 @@ namespace detail {
 class server_impl;
 }
 
+class limiter;
+struct client_stats;
+
 struct server_stats {
     std::uint64_t connections_accepted = 0;
     std::uint64_t connections_open = 0;
+    /// Connections closed at once: limits.max_connections reached, or (blocking) every thread busy
+    /// and the accept queue full.
+    std::uint64_t connections_refused = 0;
     std::uint64_t requests = 0;       ///< requests whose handler ran (or that got an error response)
     std::uint64_t exchanges_live = 0; ///< exchanges not yet freed (suspended ones included)
     std::uint64_t exchanges_suspended = 0;
+    std::uint64_t async_timeouts = 0; ///< async exchanges whose timeout fired
+    std::uint64_t async_errors = 0;   ///< async exchanges that got on_error
     /// The most response bytes one connection has had queued in the server at once (sent to
     /// the kernel not yet), since start: how far a slow reader let output pile up.
     std::uint64_t output_queued_peak = 0;
@@ -59,6 +68,16 @@ public:
         return route("POST", pattern, coroutine_handler(std::move(f)));
     }
 
+    /// Shows a limiter on /metrics (label limiter="name": permits, in use, queued, granted,
+    /// rejected, timed out) and makes /readyz say not ready while it is saturated (every permit
+    /// in use and its queue full: a load balancer should send the next request elsewhere).
+    /// Before start(). The server keeps the limiter's state alive.
+    server& watch(std::string_view name, const limiter& lim);
+    /// Shows an upstream client on /metrics (label upstream="name"). `stats` (usually
+    /// [&c] { return c.stats(); }) is called on each scrape, on the admin thread, until stop()
+    /// returns: what it uses must live that long. Before start().
+    server& watch(std::string_view name, std::function<client_stats()> stats);
+
     /// Validates the configuration against the registered backends, binds, starts the threads.
     /// Throws startup_error naming the key at fault (unknown backend, address in use, ...).
     void start();
@@ -71,8 +90,15 @@ public:
     void stop() noexcept;
     /// Blocks until the server has stopped.
     void wait();
-    /// start() then wait() until SIGINT or SIGTERM, then stop().
+    /// start() then wait() until SIGINT or SIGTERM, then stop() (readiness goes false first, then
+    /// the listeners close and the drain runs). SIGUSR1 meanwhile reopens the access log.
     void run_until_signal();
+    /// Makes the access log open its path again (after logrotate moved it); thread-safe.
+    void reopen_logs() noexcept;
+    /// What /readyz says: started, not stopping, and no watched limiter saturated.
+    bool ready() const noexcept;
+    /// The admin listener's bound port (admin.listen), 0 when it is off.
+    std::uint16_t admin_port() const noexcept;
 
     /// The bound port (useful with "listen = 127.0.0.1:0").
     std::uint16_t port() const noexcept;

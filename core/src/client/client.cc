@@ -28,8 +28,10 @@ std::shared_ptr<loop_port> run_port(client_core& core, const executor& on) {
 // Starts a call whose outcome goes to `deliver` (on the run loop). Delivers cancelled on the
 // calling thread when no loop takes it.
 client_call start_call(client_core& core, const executor& on, client_request request,
-                       client_call_state::deliver_fn deliver) {
+                       client_call_state::deliver_fn deliver,
+                       std::shared_ptr<client_stream_handler> stream = nullptr) {
     auto call = std::make_shared<client_call_state>(std::move(request), std::move(deliver));
+    call->stream = std::move(stream);
     const std::shared_ptr<loop_port> port = run_port(core, on);
     if (!port || !core.start(port, call)) {
         if (!call->finished.exchange(true)) {
@@ -76,6 +78,45 @@ bool client_call::cancel() const noexcept {
     }
 }
 
+namespace {
+
+// Applies pause_body() / resume_body() on the call's loop: at once when already there (so a
+// pause from inside on_body stops the next read), else posted.
+void apply_pause(const std::shared_ptr<client_call_state>& s, bool paused) noexcept {
+    if (!s || !s->stream || s->finished.load(std::memory_order_acquire)) {
+        return;
+    }
+    s->body_paused.store(paused, std::memory_order_release);
+    const std::shared_ptr<loop_port>& port = s->port;
+    if (!port) {
+        return;
+    }
+    auto apply = [s] {
+        if (s->conn != nullptr) {
+            s->conn->apply_body_pause();
+        }
+    };
+    if (port->in_owner_thread()) {
+        apply();
+        return;
+    }
+    try {
+        (void)port->post(std::move(apply));
+    } catch (...) {
+        // Out of memory: the pause is lost; response_timeout still bounds the call.
+    }
+}
+
+} // namespace
+
+void client_call::pause_body() const noexcept {
+    apply_pause(state_, true);
+}
+
+void client_call::resume_body() const noexcept {
+    apply_pause(state_, false);
+}
+
 client::client(upstream target, client_options options)
     : core_(std::make_shared<detail::client_core>(std::move(target), options)) {}
 
@@ -106,6 +147,27 @@ async_op<client_response> client::async_send(const executor& on, client_request 
             // The exchange ended first: the upstream connection is closed, nothing waits.
             done.on_cancel([call] { call.cancel(); });
         });
+}
+
+client_call client::send_streaming(const executor& on, client_request request,
+                                   client_stream_handler handler) {
+    auto h = std::make_shared<client_stream_handler>(std::move(handler));
+    // Inline on the call's loop, after the last on_body: the pieces were lent, so the handler
+    // runs where they arrive, and its end must not overtake them.
+    auto deliver = [h](result<client_response> r) {
+        if (h->on_end) {
+            h->on_end(r ? std::error_code{} : r.error());
+        }
+        // Drop what the handler captured (an exchange's context) once the call has ended.
+        *h = client_stream_handler{};
+    };
+    if (!h->on_head) {
+        h->on_head = [](const client_response&) {};
+    }
+    if (!h->on_body) {
+        h->on_body = [](std::string_view) {};
+    }
+    return start_call(*core_, on, std::move(request), std::move(deliver), h);
 }
 
 result<client_response> client::send_blocking(client_request request) {

@@ -34,11 +34,18 @@ public:
 
     // Set before the call is posted to its loop; constant afterwards.
     client_request request;
-    deliver_fn deliver;              ///< runs on the call's loop; must not run user code inline (it posts)
+    /// Runs on the call's loop. A buffered call's posts the outcome to the caller's executor; a
+    /// streamed call's runs the handler's on_end inline, after its on_head / on_body.
+    deliver_fn deliver;
+    /// A streamed call (send_streaming): the head and body go here as they arrive. Null: buffered.
+    std::shared_ptr<client_stream_handler> stream;
     std::shared_ptr<loop_port> port; ///< the loop that runs the call
 
     std::atomic<bool> cancel_requested{false};
     std::atomic<bool> finished{false};
+    /// What pause_body() / resume_body() asked for last; the connection applies it on the loop
+    /// (reading the flag, not the order of posted requests, so the last word wins).
+    std::atomic<bool> body_paused{false};
 
     // The call's loop thread only.
     std::string head;                  ///< the serialised request head (kept for a retry)

@@ -59,8 +59,9 @@ void client_connection::run(std::shared_ptr<client_call_state> call, bool from_p
     state_ = state::busy;
     from_pool_ = from_pool;
     request_written_ = false;
+    head_delivered_ = false;
     ++served_;
-    session_.begin(call_->request.method == "HEAD", call_->response);
+    session_.begin(call_->request.method == "HEAD", call_->response, call_->stream ? this : nullptr);
     arm(pool_->config().options.response_timeout);
     send_request();
 }
@@ -120,7 +121,8 @@ void client_connection::on_data(std::string_view bytes) noexcept {
 void client_connection::complete(bool extra_bytes) noexcept {
     const bool keep = session_.keep_alive() && request_written_ && !extra_bytes && !pool_->stopped();
     finish_call(result<client_response>(std::move(call_->response)));
-    if (!keep || !reusable(loop_.now())) {
+    // An idle connection must hear the upstream close it; a pause of the call ends with it.
+    if (!keep || !reusable(loop_.now()) || transport_.resume_receiving() < 0) {
         close_now();
         return;
     }
@@ -188,6 +190,49 @@ void client_connection::finish_call(result<client_response> r) noexcept {
     auto call = std::move(call_);
     call->conn = nullptr;
     pool_->deliver(call, std::move(r));
+}
+
+void client_connection::on_response_head(client_response& head) noexcept {
+    head_delivered_ = true;
+    // From here response_timeout bounds the silence between two reads of the body (nginx's
+    // proxy_read_timeout), not the whole body, which may be long and is paced by the reader.
+    arm(pool_->config().options.response_timeout);
+    try {
+        call_->stream->on_head(head);
+    } catch (...) {
+        // A throwing handler cannot stop the parser here; it hears on_end like any other call.
+    }
+}
+
+void client_connection::on_response_body(std::string_view bytes) noexcept {
+    if (!transport_.receiving_paused()) {
+        arm(pool_->config().options.response_timeout);
+    }
+    try {
+        call_->stream->on_body(bytes);
+    } catch (...) {
+    }
+}
+
+void client_connection::apply_body_pause() noexcept {
+    if (state_ != state::busy || !call_ || !call_->stream) {
+        return;
+    }
+    if (call_->body_paused.load(std::memory_order_acquire)) {
+        transport_.pause_receiving();
+        // The reader holds the pace now: no timeout while we do not read (the downstream
+        // side has its own timeouts and disconnect, which cancel this call).
+        if (head_delivered_) {
+            loop_.cancel(timer_);
+        }
+        return;
+    }
+    if (transport_.receiving_paused()) {
+        // A failed re-arm ends the call through the timer, not inline: resume_body() promises
+        // not to run the call's callbacks from inside it.
+        arm(transport_.resume_receiving() < 0 ? std::chrono::milliseconds(0)
+                                              : pool_->config().options.response_timeout);
+    }
 }
 
 bool client_connection::reusable(clock::time_point now) const noexcept {

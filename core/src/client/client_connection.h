@@ -28,7 +28,7 @@ namespace sluice::detail {
 
 class client_pool;
 
-class client_connection final : public transport_user {
+class client_connection final : public transport_user, public http::response_sink {
 public:
     client_connection(std::shared_ptr<client_pool> pool, std::size_t address);
     client_connection(const client_connection&) = delete;
@@ -42,6 +42,8 @@ public:
     void abort_call(std::error_code why) noexcept;
     /// Closes (idempotent); the pool stops counting this connection at once.
     void close_now() noexcept;
+    /// Applies the call's body_paused flag to receiving (a streamed call only).
+    void apply_body_pause() noexcept;
 
     /// Whether an idle connection may still be reused (lifetime, request count).
     bool reusable(clock::time_point now) const noexcept;
@@ -52,6 +54,9 @@ public:
     void on_peer_closed(int result) noexcept override;
     void on_sent(int result) noexcept override;
     void on_closed() noexcept override;
+
+    void on_response_head(client_response& head) noexcept override;
+    void on_response_body(std::string_view bytes) noexcept override;
 
 private:
     enum class state : std::uint8_t { connecting, busy, idle, closing };
@@ -77,6 +82,7 @@ private:
     state state_ = state::connecting;
     bool from_pool_ = false;
     bool request_written_ = false;
+    bool head_delivered_ = false; // a streamed call's on_head ran: response_timeout now spans reads
 };
 
 } // namespace sluice::detail

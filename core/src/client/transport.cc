@@ -35,7 +35,7 @@ int transport::open_and_connect(const sockaddr* addr, socklen_t len) noexcept {
 }
 
 int transport::start_receiving() noexcept {
-    if (state_ != state::open || recv_armed_ || peer_closed_) {
+    if (state_ != state::open || recv_armed_ || recv_paused_ || peer_closed_) {
         return 0;
     }
     recv_armed_ = true;
@@ -44,6 +44,27 @@ int transport::start_receiving() noexcept {
         recv_armed_ = false;
     }
     return rc;
+}
+
+void transport::pause_receiving() noexcept {
+    if (recv_paused_ || state_ != state::open) {
+        return;
+    }
+    recv_paused_ = true;
+    if (recv_armed_) {
+        // The final completion (more == false) clears recv_armed_; on_recv does not re-arm
+        // while paused.
+        loop_.driver().pause_recv(fd_, this);
+    }
+}
+
+int transport::resume_receiving() noexcept {
+    if (!recv_paused_) {
+        return 0;
+    }
+    recv_paused_ = false;
+    // Still armed when the pause's final completion has not come yet: then on_recv re-arms.
+    return recv_armed_ ? 0 : start_receiving();
 }
 
 int transport::send(const iovec* iov, int n) noexcept {
@@ -116,14 +137,19 @@ void transport::on_recv(const io::completion& c) noexcept {
     }
     if (c.result > 0) {
         user_.on_data({c.data, static_cast<std::size_t>(c.result)});
+    } else if (c.result == 0 && recv_paused_ && !c.more) {
+        // The driver reports the hang-up while paused, before we read what came ahead of it:
+        // receive again on resume; the socket gives the rest, then end of stream once more.
+        return;
     } else if (c.result == 0 || (c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN &&
                                  c.result != -EINTR)) {
         peer_closed_ = true;
         user_.on_peer_closed(c.result);
         return;
     }
-    // A driver-side stop (buffer shortage): receive again.
-    if (state_ == state::open && !recv_armed_ && !peer_closed_ && start_receiving() < 0) {
+    // A driver-side stop (buffer shortage) or the end of a pause that was lifted meanwhile:
+    // receive again, unless we asked for the pause.
+    if (state_ == state::open && !recv_armed_ && !recv_paused_ && !peer_closed_ && start_receiving() < 0) {
         peer_closed_ = true;
         user_.on_peer_closed(-EIO);
     }

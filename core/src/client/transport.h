@@ -63,6 +63,14 @@ public:
     }
     /// Arms receiving (multishot; re-armed after a driver-side stop). -errno on failure.
     int start_receiving() noexcept;
+    /// Backpressure: stops receiving until resume_receiving(). Data of completions already
+    /// produced still arrives through on_data(). A reset is still reported at once (driver
+    /// rule 6); an orderly end of stream is held back until resume_receiving(), since bytes
+    /// the peer sent before its FIN may still wait in the socket (a close-delimited body).
+    void pause_receiving() noexcept;
+    /// Receives again after pause_receiving(). -errno when re-arming failed.
+    int resume_receiving() noexcept;
+    bool receiving_paused() const noexcept { return recv_paused_; }
     /// Sends iov[0..n) (n <= 2) completely; one on_sent() follows. -EBUSY while a send is in
     /// flight, -errno when the driver refused (then no on_sent()).
     int send(const iovec* iov, int n) noexcept;
@@ -94,6 +102,7 @@ private:
     state state_ = state::closed;
     bool sending_ = false;
     bool recv_armed_ = false;
+    bool recv_paused_ = false;
     bool peer_closed_ = false;
 };
 

@@ -3,8 +3,13 @@
 #include <sluice/exchange.h>
 
 #include "exchange/exchange_access.h"
+#include "http/request_builder.h"
 
 namespace sluice {
+
+std::string exchange::take_body() noexcept {
+    return detail::request_builder(request_).take_body();
+}
 
 exchange::~exchange() {
     if (async_ != nullptr) {

@@ -12,7 +12,8 @@
 // other than a final chunked (RFC 9112 §6.3 would read such a body to the end of the
 // connection; a proxy must not guess), whitespace before a colon, and 101 (we never ask for an
 // upgrade) fail it. A response to HEAD, and 204 / 304, end with their head. Trailer fields are
-// dropped. max_response_bytes bounds the head and body together.
+// dropped. max_response_bytes bounds the head and body together; when a response_sink streams
+// the body, it bounds the head only (the body is not kept, so its size costs nothing here).
 #pragma once
 
 #include <llhttp.h>
@@ -27,6 +28,18 @@ namespace sluice::http {
 
 enum class response_phase { idle, head, body, complete, failed };
 
+/// Where a streamed response goes: the head of the final response (1xx are not shown), then
+/// its body in pieces. Called from inside feed(); the bytes are lent until return. A sink must
+/// not begin() or destroy the session from these calls.
+class response_sink {
+public:
+    virtual void on_response_head(client_response& head) noexcept = 0;
+    virtual void on_response_body(std::string_view bytes) noexcept = 0;
+
+protected:
+    ~response_sink() = default;
+};
+
 class client_session {
 public:
     explicit client_session(std::size_t max_response_bytes) noexcept;
@@ -34,7 +47,8 @@ public:
     client_session& operator=(const client_session&) = delete;
 
     /// Expects the response to the next request; `out` receives it and must outlive the feeds.
-    void begin(bool head_request, client_response& out) noexcept;
+    /// With a sink, `out` receives the head only and the body goes to the sink.
+    void begin(bool head_request, client_response& out, response_sink* sink = nullptr) noexcept;
 
     /// Parses bytes; returns how many were consumed (it stops at the end of the response, so
     /// bytes past it — which a well-behaved upstream never sends — stay with the caller).
@@ -62,6 +76,7 @@ private:
 
     llhttp_t parser_;
     client_response* out_ = nullptr;
+    response_sink* sink_ = nullptr;
     std::size_t max_bytes_;
     std::size_t received_ = 0;
     response_phase phase_ = response_phase::idle;

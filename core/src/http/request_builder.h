@@ -1,9 +1,11 @@
 // The one way the core fills a request (a friend of sluice::request).
 #pragma once
 
-#include <sluice/request.h>
-
+#include <string>
 #include <string_view>
+#include <utility>
+
+#include <sluice/request.h>
 
 namespace sluice::detail {
 
@@ -21,6 +23,8 @@ public:
     /// Trims optional whitespace at the end of the last header value (llhttp keeps it).
     void finish_header();
     void append_body(std::string_view piece) { r_.body_.append(piece); }
+    /// Moves the body out (exchange::take_body).
+    std::string take_body() noexcept { return std::exchange(r_.body_, std::string()); }
     void set_version(http_version v) noexcept { r_.version_ = v; }
     void set_keep_alive(bool k) noexcept { r_.keep_alive_ = k; }
     void set_remote_address(std::string_view a) { r_.remote_address_.assign(a); }
@@ -47,7 +51,8 @@ bool request_builder::set_path_params(const Params& params) {
         if (!decoded) {
             return false;
         }
-        request::slice s{static_cast<std::uint32_t>(r_.params_.size()), static_cast<std::uint32_t>(decoded->size())};
+        request::slice s{static_cast<std::uint32_t>(r_.params_.size()),
+                         static_cast<std::uint32_t>(decoded->size())};
         r_.params_.append(*decoded);
         r_.path_params_.emplace_back(p.name, s);
     }

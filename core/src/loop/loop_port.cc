@@ -8,12 +8,17 @@ namespace sluice::detail {
 
 bool loop_port::post(task t) {
     io::driver* wake = nullptr;
+    // From the loop's own thread (a loop timer or an upstream callback completing an exchange)
+    // no wake-up is needed: the loop is not waiting now, and it looks at the mailbox before it
+    // waits again (loop::wait_timeout). Skipping it saves an eventfd write here and a wake-up
+    // the next wait would have to consume.
+    const bool from_loop = in_owner_thread();
     {
         std::lock_guard lock(mu_);
         if (driver_ == nullptr) {
             return false;
         }
-        if (tasks_.empty()) {
+        if (tasks_.empty() && !from_loop) {
             wake = driver_;
         }
         tasks_.push_back(std::move(t));

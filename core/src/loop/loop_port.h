@@ -24,7 +24,8 @@ public:
 
     loop_port(loop& l, io::driver& d) noexcept : loop_(&l), driver_(&d) {}
 
-    /// Queues a task for the loop thread; wakes the loop if the mailbox was empty.
+    /// Queues a task for the loop thread; wakes the loop if the mailbox was empty and the
+    /// caller is another thread.
     bool post(task t);
     /// Moves every queued task into out (the loop thread's swap buffer).
     void drain(std::vector<task>& out);

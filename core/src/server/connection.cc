@@ -220,6 +220,8 @@ void connection::acquire_slot() noexcept {
         exchange_access::bind(ex(), lc_.loop.executor(), this, ++generation_,
                               lc_.server.cfg.async_timeout_ms);
         request_builder(request_of(ex())).set_remote_address(peer_);
+        work_->started = lc_.loop.now();
+        work_->route = lc_.server.routes.size(); // none yet
     } catch (const std::bad_alloc&) {
         work_.reset();
         lc_.server.log.error("{}: out of memory for a request: closing", peer_);
@@ -256,6 +258,7 @@ void connection::on_request_ready() noexcept {
         return;
     }
     work_->handler = m.target;
+    work_->route = m.route;
     dispatch();
 }
 

@@ -394,6 +394,9 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
     if (!keep_alive || pending_error_ != exchange_errc{} || shutting_down_) {
         close_after_flush_ = true;
     }
+    if (lc_.records()) {
+        lc_.record(*work_, res.status(), res.body().size());
+    }
     release_exchange(outcome);
     ++served_;
     state_ = state::reading;
@@ -402,6 +405,7 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
 }
 
 void connection::abort_exchange(exchange_errc why) noexcept {
+    const bool dispatched = state_ != state::reading; // not a request still being received
     if (state_ == state::suspended) {
         leave_suspended();
     }
@@ -409,6 +413,9 @@ void connection::abort_exchange(exchange_errc why) noexcept {
         async_state* st = exchange_access::state(ex());
         if (st != nullptr && st->fail()) {
             fire(async_event_kind::error, why);
+        }
+        if (dispatched && lc_.records()) {
+            lc_.record(*work_, 499, 0); // nginx's "client closed request": no response went out
         }
         release_exchange(why);
     }
@@ -429,6 +436,11 @@ void connection::release_exchange(std::error_code outcome) noexcept {
 }
 
 void connection::fire(async_event_kind kind, std::error_code error) noexcept {
+    if (kind == async_event_kind::timeout) {
+        lc_.counters.add(lc_.counters.async_timeouts, 1);
+    } else if (kind == async_event_kind::error) {
+        lc_.counters.add(lc_.counters.async_errors, 1);
+    }
     async_state* st = exchange_access::state(ex());
     try {
         auto listeners = st->listeners(kind);
@@ -463,6 +475,9 @@ void connection::queue_error(int status, std::string_view reason) noexcept {
     }
     lc_.server.log.debug("{}: {} {}", peer_, status, reason);
     if (work_) {
+        if (lc_.records()) {
+            lc_.record(*work_, status, 0);
+        }
         release_exchange({});
     }
     close_after_flush_ = true;

@@ -1,5 +1,7 @@
 #include "server/loop_context.h"
 
+#include "access_log/access_format.h"
+#include "access_log/access_log.h"
 #include "exchange/exchange_access.h"
 #include "server/connection.h"
 
@@ -14,7 +16,50 @@ constexpr std::size_t max_pooled_buffer = std::size_t{256} * 1024;
 constexpr std::size_t max_pooled_body = std::size_t{64} * 1024;
 } // namespace
 
+loop_context::loop_context(detail::loop& l, server_context& s) : loop(l), server(s) {
+    if (server.collect_metrics) {
+        metrics = std::make_unique<request_metrics>(server.routes.size());
+    }
+    if (server.access != nullptr) {
+        access = server.access->queue(loop.index());
+    }
+}
+
 loop_context::~loop_context() = default;
+
+void loop_context::record(request_slot& s, int status, std::size_t body_bytes) noexcept {
+    // Read once, here and not per request at dispatch: a keep-alive connection's next request
+    // starts at its first byte (acquire_slot), which is the time a client waits for.
+    const auto duration = std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() - s.started);
+    const sluice::request& req = exchange_access::request(s.ex);
+    if (metrics) {
+        metrics->observe(s.route, req.method(), status, duration);
+    }
+    if (access == nullptr) {
+        return;
+    }
+    std::string* line = access->reserve();
+    if (line == nullptr) {
+        return; // the writer is behind: dropped and counted, the loop never waits
+    }
+    access_record r;
+    r.remote = req.remote_address();
+    r.method = req.method();
+    r.target = req.target();
+    r.version = req.version();
+    r.status = status;
+    r.body_bytes = body_bytes;
+    r.referer = req.header("Referer").value_or(std::string_view());
+    r.user_agent = req.header("User-Agent").value_or(std::string_view());
+    r.time = std::chrono::system_clock::now();
+    r.duration = duration;
+    try {
+        append_access_line(*line, r, server.access->format());
+    } catch (const std::bad_alloc&) {
+        line->clear(); // an empty line is written as nothing
+    }
+    access->commit();
+}
 
 std::unique_ptr<request_slot> loop_context::take_slot() {
     if (free_slots_.empty()) {
@@ -68,6 +113,7 @@ void loop_context::give_buffer(buffer& b) noexcept {
 }
 
 void loop_context::note_refused() noexcept {
+    counters.add(counters.refused, 1);
     ++refused_unlogged_;
     const auto now = loop.now();
     if (now - refused_logged_at_ >= std::chrono::seconds(1)) {

@@ -15,8 +15,10 @@
 #include <sluice/router.h>
 #include <sluice/server.h>
 
+#include "access_log/access_queue.h"
 #include "http/server_session.h"
 #include "loop/loop.h"
+#include "metrics/request_metrics.h"
 #include "server/server_context.h"
 
 namespace sluice::detail {
@@ -31,6 +33,10 @@ struct request_slot {
     http::server_session session;
     sluice::exchange ex;
     const sluice::handler* handler = nullptr;
+    /// For the metrics and the access log: when the request's first byte was read (the loop's
+    /// clock), and the index of its route (router::size() = none matched).
+    clock::time_point started{};
+    std::size_t route = 0;
 };
 
 /// An I/O buffer lent by the loop's pool: one pointer in the connection that holds it.
@@ -44,6 +50,9 @@ struct loop_counters {
     std::atomic<std::uint64_t> exchanges_live{0};
     std::atomic<std::uint64_t> suspended{0};
     std::atomic<std::uint64_t> output_queued_peak{0};
+    std::atomic<std::uint64_t> refused{0};
+    std::atomic<std::uint64_t> async_timeouts{0};
+    std::atomic<std::uint64_t> async_errors{0};
 
     /// Adds these counters to a server-wide sum.
     void add_to(server_stats& st) const noexcept {
@@ -52,6 +61,9 @@ struct loop_counters {
         st.requests += requests.load(std::memory_order_relaxed);
         st.exchanges_live += exchanges_live.load(std::memory_order_relaxed);
         st.exchanges_suspended += suspended.load(std::memory_order_relaxed);
+        st.connections_refused += refused.load(std::memory_order_relaxed);
+        st.async_timeouts += async_timeouts.load(std::memory_order_relaxed);
+        st.async_errors += async_errors.load(std::memory_order_relaxed);
         st.output_queued_peak =
             std::max(st.output_queued_peak, output_queued_peak.load(std::memory_order_relaxed));
     }
@@ -71,7 +83,7 @@ struct loop_counters {
 
 class loop_context {
 public:
-    loop_context(detail::loop& l, server_context& s) : loop(l), server(s) {}
+    loop_context(detail::loop& l, server_context& s);
     ~loop_context();
     loop_context(const loop_context&) = delete;
     loop_context& operator=(const loop_context&) = delete;
@@ -80,9 +92,18 @@ public:
     server_context& server;
     loop_counters counters;
     http::date_cache dates;
-    std::vector<router::param> params; ///< scratch for route matching
+    std::vector<router::param> params;        ///< scratch for route matching
+    std::unique_ptr<request_metrics> metrics; ///< when the admin listener is on
+    access_queue* access = nullptr;           ///< when the access log is on
     /// The loop's driver when the listener speaks TLS (it wraps the backend's), else null.
     tls_driver* tls = nullptr;
+
+    /// Whether exchanges are recorded (metrics or access log): the request path reads the
+    /// clock only then.
+    bool records() const noexcept { return metrics != nullptr || access != nullptr; }
+    /// An exchange ended with `status` (499: the client went away first, nginx's convention):
+    /// counts it and queues its access log line. Loop thread only; never blocks.
+    void record(request_slot& s, int status, std::size_t body_bytes) noexcept;
 
     std::unique_ptr<request_slot> take_slot();
     /// Takes a slot back after its exchange ended (on_complete has run): resets the exchange

@@ -34,4 +34,12 @@ void add_stats(const std::vector<loop_thread>& loops, server_stats& st) noexcept
     }
 }
 
+void add_request_totals(const std::vector<loop_thread>& loops, request_totals& totals) noexcept {
+    for (const auto& l : loops) {
+        if (l.ctx != nullptr && l.ctx->metrics != nullptr) {
+            l.ctx->metrics->add_to(totals);
+        }
+    }
+}
+
 } // namespace sluice::detail

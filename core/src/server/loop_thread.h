@@ -34,5 +34,7 @@ struct loop_thread {
 
 /// Sums the counters of every loop that is open.
 void add_stats(const std::vector<loop_thread>& loops, server_stats& st) noexcept;
+/// Sums the request figures of every loop that is open and counts them.
+void add_request_totals(const std::vector<loop_thread>& loops, request_totals& totals) noexcept;
 
 } // namespace sluice::detail

@@ -105,6 +105,11 @@ public:
         return st;
     }
 
+    void collect(request_totals& totals) const noexcept override {
+        std::lock_guard lock(mu_);
+        add_request_totals(slots_, totals);
+    }
+
     std::vector<const loop*> watched_loops() const override {
         std::lock_guard lock(mu_);
         std::vector<const loop*> out;

@@ -12,6 +12,7 @@
 #include <sluice/backend.h>
 #include <sluice/server.h>
 
+#include "metrics/request_metrics.h"
 #include "server/server_context.h"
 #include "server/socket_util.h"
 
@@ -30,6 +31,8 @@ public:
     virtual void join() = 0;
     virtual std::uint16_t port() const noexcept = 0;
     virtual server_stats stats() const noexcept = 0;
+    /// Adds every loop's request figures (admin.listen set) to totals, sized routes + 1.
+    virtual void collect(request_totals& totals) const noexcept = 0;
     /// Loops whose iterations the watchdog should time (reactor loops only).
     virtual std::vector<const loop*> watched_loops() const = 0;
 };

@@ -8,6 +8,7 @@
 #include <sluice/server.h>
 
 #include "server/backend_selection.h"
+#include "server/operations.h"
 #include "server/runtime.h"
 #include "server/server_context.h"
 #include "server/server_thread.h"
@@ -32,6 +33,16 @@ public:
         routes_.add(method, pattern, std::move(h));
     }
 
+    template <typename... Args>
+    void watch(Args&&... args) {
+        std::lock_guard lock(mu_);
+        if (started_) {
+            throw std::logic_error(
+                "server::watch: watched limiters and clients are fixed once the server has started");
+        }
+        ops_.watch(std::forward<Args>(args)...);
+    }
+
     void start() {
         std::lock_guard lock(mu_);
         if (started_) {
@@ -49,6 +60,14 @@ public:
         tls_ = std::move(tls);
         ctx_->tls = tls_.get();
         backend_ = &select_backend(cfg_.backend, driver_options_for(*ctx_, 0), log_);
+        // Loop indexes: 0..io_threads-1 (reactor), or the acceptor 0 and the connection
+        // threads 1..blocking.threads (thread runtime); each logs into a queue of its own.
+        const std::size_t loops = backend_->traits.connection_per_thread
+                                      ? std::size_t{cfg_.blocking.threads} + 1
+                                      : std::size_t{cfg_.io_threads};
+        ops_.start(cfg_, routes_, loops, log_);
+        ctx_->collect_metrics = !cfg_.admin.listen.empty();
+        ctx_->access = ops_.log_sink();
         if (cfg_.dispatch == dispatch_mode::pool) {
             workers_ = std::make_unique<worker_pool>(cfg_.worker_threads, ctx_.get());
             ctx_->workers = workers_.get();
@@ -58,16 +77,19 @@ public:
         try {
             runtime_->start(addr);
         } catch (...) {
+            ops_.stop();
             runtime_.reset();
             workers_.reset();
             throw;
         }
         if (cfg_.watchdog_ms > 0 && cfg_.dispatch == dispatch_mode::inline_io) {
-            auto loops = runtime_->watched_loops();
-            if (!loops.empty()) {
-                watchdog_ = std::make_unique<watchdog>(std::move(loops), cfg_.watchdog_ms, log_);
+            auto watched = runtime_->watched_loops();
+            if (!watched.empty()) {
+                watchdog_ = std::make_unique<watchdog>(std::move(watched), cfg_.watchdog_ms, log_,
+                                                       ops_.watchdog_events());
             }
         }
+        ops_.serving(runtime_.get());
         started_ = true;
         running_ = true;
         if (backend_->traits.connection_per_thread) {
@@ -99,6 +121,9 @@ public:
         }
         stopping_ = true;
         lock.unlock();
+        // Readiness goes false before the listeners close, so a balancer that probes /readyz
+        // stops sending new connections while the ones in progress drain.
+        ops_.draining();
         watchdog_.reset();
         runtime_->stop();
         // A stop() from a handler runs on a loop thread, which cannot join itself: hand the
@@ -120,6 +145,9 @@ public:
     const config& settings() const noexcept { return cfg_; }
     const sluice::logger& log() const noexcept { return log_; }
     server_stats stats() const noexcept { return runtime_ ? runtime_->stats() : server_stats{}; }
+    void reopen_logs() noexcept { ops_.reopen_logs(); }
+    bool ready() const { return ops_.not_ready().empty(); }
+    std::uint16_t admin_port() const noexcept { return ops_.admin_port(); }
 
 private:
     void finish_stop() noexcept {
@@ -127,6 +155,7 @@ private:
         if (workers_) {
             workers_->stop();
         }
+        ops_.stop(); // after the drain: /readyz said "draining" throughout, every line is logged
         std::lock_guard lock(mu_);
         running_ = false;
         cv_.notify_all();
@@ -144,6 +173,7 @@ private:
     router routes_;
     std::mutex mu_;
     std::condition_variable cv_;
+    server_operations ops_; // outlives the runtime: loops hold its access log queues
     std::unique_ptr<server_context> ctx_;
     std::unique_ptr<tls_context> tls_; // outlives the runtime, whose loops' TLS drivers use it
     const io::backend* backend_ = nullptr;
@@ -191,13 +221,48 @@ void server::run_until_signal() {
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
     start();
     int sig = 0;
-    sigwait(&set, &sig);
+    for (;;) {
+        sigwait(&set, &sig);
+        if (sig != SIGUSR1) {
+            break;
+        }
+        // logrotate's postrotate: the file was moved; write to a new one at the path.
+        impl_->log().info("signal {}: reopening the access log", sig);
+        impl_->reopen_logs();
+    }
     impl_->log().info("signal {}: stopping", sig);
     stop();
+}
+
+server& server::watch(std::string_view name, const limiter& lim) {
+    impl_->watch(name, lim);
+    return *this;
+}
+
+server& server::watch(std::string_view name, std::function<client_stats()> stats) {
+    impl_->watch(name, std::move(stats));
+    return *this;
+}
+
+void server::reopen_logs() noexcept {
+    impl_->reopen_logs();
+}
+
+bool server::ready() const noexcept {
+    try {
+        return impl_->ready();
+    } catch (...) {
+        return false;
+    }
+}
+
+std::uint16_t server::admin_port() const noexcept {
+    return impl_->admin_port();
 }
 
 std::uint16_t server::port() const noexcept {

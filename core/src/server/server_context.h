@@ -11,6 +11,7 @@
 namespace sluice::detail {
 
 class worker_pool;
+class access_log;
 class tls_context;
 
 struct server_context {
@@ -20,6 +21,8 @@ struct server_context {
     const router& routes;
     const logger& log;
     worker_pool* workers = nullptr;   ///< set when dispatch = pool
+    bool collect_metrics = false;     ///< admin.listen is set: loops count requests per route
+    access_log* access = nullptr;     ///< access_log.path is set
     const tls_context* tls = nullptr; ///< set when the listener speaks TLS (tls.cert)
 
     /// Connections open across every loop (limits.max_connections).

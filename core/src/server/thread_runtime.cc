@@ -112,7 +112,13 @@ public:
         std::lock_guard lock(mu_);
         add_stats(workers_, st);
         st.connections_open += queue_.size();
+        st.connections_refused += refused_total_.load(std::memory_order_relaxed);
         return st;
+    }
+
+    void collect(request_totals& totals) const noexcept override {
+        std::lock_guard lock(mu_);
+        add_request_totals(workers_, totals);
     }
 
     std::vector<const loop*> watched_loops() const override { return {}; }
@@ -186,6 +192,7 @@ private:
 
     // On the acceptor's thread: a warning at most once a second, as for limits.max_connections.
     void note_refused() {
+        refused_total_.fetch_add(1, std::memory_order_relaxed);
         ++refused_unlogged_;
         const auto now = std::chrono::steady_clock::now();
         if (now - refused_logged_at_ >= std::chrono::seconds(1)) {
@@ -253,6 +260,7 @@ private:
     std::uint16_t port_ = 0;
     std::uint32_t busy_ = 0; // threads serving a connection
     bool stopped_ = false;
+    std::atomic<std::uint64_t> refused_total_{0};
     std::uint64_t refused_unlogged_ = 0; // acceptor thread only
     std::chrono::steady_clock::time_point refused_logged_at_{};
 };

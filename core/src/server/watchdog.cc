@@ -6,8 +6,10 @@
 
 namespace sluice::detail {
 
-watchdog::watchdog(std::vector<const loop*> loops, std::uint32_t threshold_ms, const logger& log)
-    : loops_(std::move(loops)), reported_(loops_.size(), 0), threshold_ms_(threshold_ms), log_(log) {
+watchdog::watchdog(std::vector<const loop*> loops, std::uint32_t threshold_ms, const logger& log,
+                   std::atomic<std::uint64_t>& events)
+    : loops_(std::move(loops)), reported_(loops_.size(), 0), threshold_ms_(threshold_ms), log_(log),
+      events_(events) {
     thread_ = std::thread([this] { run(); });
 }
 
@@ -35,6 +37,7 @@ void watchdog::run() {
             const std::int64_t stuck_ms = (now - since) / 1'000'000;
             if (stuck_ms >= threshold_ms_) {
                 reported_[i] = since;
+                events_.fetch_add(1, std::memory_order_relaxed);
                 log_.warn("WATCHDOG: I/O loop {} has been stuck for {} ms in one iteration: a handler is "
                           "blocking the I/O thread and every connection of this loop waits. Use "
                           "start_async() for waits, or dispatch = pool for blocking handlers.",

@@ -2,6 +2,7 @@
 // blocking handler stalls every connection of that loop: S2's 59x lesson).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -17,7 +18,9 @@ class loop;
 
 class watchdog {
 public:
-    watchdog(std::vector<const loop*> loops, std::uint32_t threshold_ms, const logger& log);
+    /// Each report adds one to `events` (shown on /metrics), which outlives the watchdog.
+    watchdog(std::vector<const loop*> loops, std::uint32_t threshold_ms, const logger& log,
+             std::atomic<std::uint64_t>& events);
     ~watchdog();
     watchdog(const watchdog&) = delete;
     watchdog& operator=(const watchdog&) = delete;
@@ -29,6 +32,7 @@ private:
     std::vector<std::int64_t> reported_; // busy_since already reported, per loop
     std::uint32_t threshold_ms_;
     const logger& log_;
+    std::atomic<std::uint64_t>& events_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;

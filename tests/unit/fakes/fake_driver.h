@@ -8,8 +8,7 @@
 // wall-clock deadline it aborts the process, so a test that would hang fails instead.
 #pragma once
 
-#include <sluice/backend.h>
-
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +17,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include <sluice/backend.h>
 
 namespace sluice::testing {
 
@@ -39,7 +40,8 @@ public:
     std::size_t send_limit = static_cast<std::size_t>(-1);
     long fail_at = -1; ///< index of the operation to fail; -1: none
     long operations = 0;
-    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    std::chrono::steady_clock::time_point deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
     std::map<int, peer> peers;
 
     int accept(int, void*) noexcept override { return -EOPNOTSUPP; }
@@ -73,7 +75,8 @@ public:
             p.outbound.append(static_cast<const char*>(iov[i].iov_base), n);
             total += n;
         }
-        pending_.push_back({owner, io::op::send, false, static_cast<std::int32_t>(total), io::no_buffer, nullptr});
+        pending_.push_back(
+            {owner, io::op::send, false, static_cast<std::int32_t>(total), io::no_buffer, nullptr});
         return 0;
     }
 
@@ -86,7 +89,8 @@ public:
         pending_.push_back({owner, io::op::close, false, 0, io::no_buffer, nullptr});
     }
 
-    int wait(std::chrono::nanoseconds, std::vector<io::completion>& out) noexcept override {
+    int wait(std::chrono::nanoseconds timeout, std::vector<io::completion>& out) noexcept override {
+        last_timeout = timeout;
         if (std::chrono::steady_clock::now() > deadline) {
             std::fprintf(stderr, "fake_driver: deadline passed, the loop did not finish\n");
             std::abort();
@@ -126,9 +130,11 @@ public:
         }
     }
 
-    void wake() noexcept override {}
+    void wake() noexcept override { wakes.fetch_add(1, std::memory_order_relaxed); }
 
     std::size_t released = 0;
+    std::atomic<std::size_t> wakes{0};         ///< wake() calls, from any thread
+    std::chrono::nanoseconds last_timeout{-2}; ///< what the loop asked the last wait() to wait
 
 private:
     std::vector<io::completion> pending_;

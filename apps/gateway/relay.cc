@@ -1,0 +1,214 @@
+// The streamed relay of one upstream response (see relay.h).
+#include "relay.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include <sluice/forwarding.h>
+
+#include "gateway.h"
+
+namespace gateway {
+
+namespace {
+
+using sluice::async_context;
+using sluice::client_response;
+using sluice::exchange;
+
+constexpr const char* relay_attribute = "gateway.relay";
+
+} // namespace
+
+void relay::start(gateway& g, exchange& ex, sluice::client_request up, relay_finish how) {
+    auto r = std::make_shared<relay>(how);
+    ex.set_attribute(relay_attribute, r);
+    async_context ctx = ex.start_async();
+    {
+        std::lock_guard lock(r->mu_);
+        r->ctx_ = ctx;
+    }
+    // The downstream client left, the async timeout fired or the server stops: the upstream
+    // call ends with it, and its connection is closed mid-body (never pooled). A no-op once
+    // the call has ended.
+    ctx.on_complete([r](const sluice::async_event&) { r->cancel(); });
+    const sluice::client_call call =
+        g.api.send_streaming(ex.executor(), std::move(up),
+                             {.on_head = [r](const client_response& h) { r->on_head(h); },
+                              .on_body = [r](std::string_view piece) { r->on_body(piece); },
+                              .on_end = [r](std::error_code e) { r->on_end(e); }});
+    std::lock_guard lock(r->mu_);
+    r->call_ = call;
+    r->call_set_ = true;
+    if (r->upstream_paused_) {
+        r->call_.pause_body(); // asked for before the handle was here (the client's own loop)
+    }
+}
+
+bool relay::on_resumed(exchange& ex) {
+    auto r = ex.attribute<std::shared_ptr<relay>>(relay_attribute);
+    if (!r || !*r) {
+        return false;
+    }
+    (*r)->dispatch(ex);
+    return true;
+}
+
+async_context relay::take_wake() {
+    if (!ctx_) {
+        return {};
+    }
+    const bool head_due = head_ && !head_out_;
+    if (ended_ || head_due || (drained_ && !pending_.empty())) {
+        return std::exchange(ctx_, async_context{});
+    }
+    return {};
+}
+
+void relay::on_head(const client_response& head) {
+    async_context wake;
+    {
+        std::lock_guard lock(mu_);
+        head_ = head;
+        wake = take_wake();
+    }
+    (void)wake.resume(); // posted by the core: the handler never runs inside this callback
+}
+
+void relay::on_body(std::string_view piece) {
+    async_context wake;
+    {
+        std::lock_guard lock(mu_);
+        pending_.append(piece);
+        if (pending_.size() >= high_water && !upstream_paused_) {
+            upstream_paused_ = true;
+            // Under the lock, so that the client's pause flag follows upstream_paused_ in the
+            // same order even when on_drained runs on another thread (blocking backend, pool
+            // dispatch). On the call's loop this stops the next read at once.
+            if (call_set_) {
+                call_.pause_body();
+            }
+        }
+        wake = take_wake();
+    }
+    (void)wake.resume();
+}
+
+void relay::on_end(std::error_code e) {
+    async_context wake;
+    bool whole_now = false;
+    {
+        std::lock_guard lock(mu_);
+        ended_ = true;
+        end_error_ = e;
+        whole_now = how_ == relay_finish::complete_from_callback && ctx_ && !head_out_;
+        if (!whole_now) {
+            wake = take_wake();
+        }
+    }
+    if (whole_now) {
+        // The async (complete) style: nothing went out yet, so the whole answer goes at once,
+        // from here, without running the handler again.
+        sluice::response out;
+        async_context ctx;
+        {
+            std::lock_guard lock(mu_);
+            if (!e && head_) {
+                sluice::copy_response(*head_, out);
+                out.body(std::move(pending_));
+            } else {
+                out = downstream_response(
+                    sluice::result<client_response>(e ? e : make_error_code(sluice::client_errc::reset)));
+            }
+            head_out_ = true;
+            ctx = std::exchange(ctx_, async_context{});
+        }
+        (void)ctx.complete(std::move(out));
+        return;
+    }
+    (void)wake.resume();
+}
+
+void relay::on_drained() {
+    async_context wake;
+    {
+        std::lock_guard lock(mu_);
+        drained_ = true;
+        if (upstream_paused_ && call_set_) {
+            upstream_paused_ = false;
+            call_.resume_body(); // under the lock: see on_body
+        }
+        wake = take_wake();
+    }
+    (void)wake.resume();
+}
+
+void relay::cancel() {
+    sluice::client_call call;
+    {
+        std::lock_guard lock(mu_);
+        call = call_;
+        ctx_ = {}; // the exchange is done: drop the context (it holds this relay's listener)
+    }
+    call.cancel();
+}
+
+void relay::dispatch(exchange& ex) {
+    std::optional<client_response> head;
+    std::string bytes;
+    bool ended = false;
+    std::error_code error;
+    bool first = false;
+    {
+        std::lock_guard lock(mu_);
+        if (head_ && !head_out_) {
+            head = std::move(head_);
+            head_out_ = true;
+            first = true;
+        }
+        bytes.swap(pending_);
+        ended = ended_;
+        error = end_error_;
+    }
+    if (first && ended && !error) {
+        // Whole before anything went out: sent as it came, with Content-Length.
+        sluice::copy_response(*head, ex.response());
+        ex.response().body(std::move(bytes));
+        return;
+    }
+    if (ended && error) {
+        if (!ex.response().is_streaming()) {
+            ex.response() = downstream_response(sluice::result<client_response>(error));
+            return;
+        }
+        // The head went out and the body was cut upstream: the downstream client must see a cut
+        // stream, not a clean end (a terminal chunk would claim a whole body). A handler that
+        // throws after the head went out does exactly that (docs/api.md).
+        throw std::runtime_error("upstream body cut: " + error.message());
+    }
+    if (first) {
+        sluice::copy_response(*head, ex.response());
+    }
+    // Streaming from the first piece on (also an empty one: the head goes out now).
+    ex.response().write(bytes);
+    if (ended) {
+        return; // the stream ends with the exchange
+    }
+    async_context ctx = ex.start_async();
+    async_context wake;
+    {
+        std::lock_guard lock(mu_);
+        drained_ = false;
+        ctx_ = ctx;
+        if (pending_.empty()) {
+            bytes.clear();
+            pending_.swap(bytes); // keep the capacity: the next pieces go into it
+        }
+        wake = take_wake(); // the end may have come meanwhile
+    }
+    (void)wake.resume();
+    auto self = shared_from_this();
+    ctx.on_drained([self] { self->on_drained(); });
+}
+
+} // namespace gateway

@@ -1,0 +1,230 @@
+// The gateway's streamed relay (apps/gateway/relay.h) on every backend × dispatch mode: a large
+// upstream response goes through the gateway's own routes to a downstream reader that pauses,
+// and the server's queued output stays bounded (server_stats::output_queued_peak, the real
+// counter) while the bytes arrive intact — with Content-Length, chunked and close-delimited
+// upstream framing, in the async and the resume style. A reader that leaves mid-body cancels
+// the upstream call: its connection is closed, nothing stays open.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <sluice/client.h>
+
+#include "gateway.h"
+#include "support/backend_matrix.h"
+#include "support/fake_upstream.h"
+#include "support/test_client.h"
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+enum class framing { content_length, chunked, close_delimited };
+
+constexpr std::size_t piece_bytes = std::size_t{64} * 1024;
+constexpr std::size_t queue_bound = std::size_t{1} << 20;
+
+// Byte i of the body is 'a' + i % 26, so the reader checks every byte, wherever it was cut.
+std::string pattern_from(std::size_t offset, std::size_t n) {
+    std::string s(n, '\0');
+    for (std::size_t i = 0; i < n; ++i) {
+        s[i] = static_cast<char>('a' + (offset + i) % 26);
+    }
+    return s;
+}
+
+char hex_digit(std::size_t v) {
+    return "0123456789abcdef"[v & 15];
+}
+
+std::string chunk_size_line(std::size_t n) {
+    std::string hex;
+    do {
+        hex.insert(hex.begin(), hex_digit(n));
+        n >>= 4;
+    } while (n != 0);
+    return hex + "\r\n";
+}
+
+/// Serves one GET with `total` bytes in the given framing; blocking sends, so the upstream is
+/// held by TCP flow control whenever the gateway stops reading.
+void serve_bytes(upstream_conn& c, std::size_t total, framing f, std::atomic<bool>& write_failed) {
+    if (!c.read_request()) {
+        return;
+    }
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n";
+    if (f == framing::content_length) {
+        head += "Content-Length: " + std::to_string(total) + "\r\n";
+    } else if (f == framing::chunked) {
+        head += "Transfer-Encoding: chunked\r\n";
+    } else {
+        head += "Connection: close\r\n";
+    }
+    head += "\r\n";
+    if (!c.write(head)) {
+        write_failed = true;
+        return;
+    }
+    for (std::size_t off = 0; off < total; off += piece_bytes) {
+        const std::size_t n = std::min(piece_bytes, total - off);
+        std::string piece = pattern_from(off, n);
+        if (f == framing::chunked) {
+            piece = chunk_size_line(n) + piece + "\r\n";
+        }
+        if (!c.write(piece)) {
+            write_failed = true;
+            return;
+        }
+    }
+    if (f == framing::chunked && !c.write("0\r\n\r\n")) {
+        write_failed = true;
+        return;
+    }
+    if (f != framing::close_delimited) {
+        (void)c.wait_closed(30s); // a pooled connection: the client closes it at its end
+    }
+}
+
+class gateway_stream_test : public backend_test {
+protected:
+    void start_gateway(const std::string& address) {
+        client_options o;
+        o.max_response_bytes = std::size_t{1} << 20; // a buffering path would fail: the body is 64x that
+        gw_ = std::make_unique<::gateway::gateway>(upstream({address}), o);
+        for (auto& r : ::gateway::routes(*gw_)) {
+            srv().route(r.method, r.path, std::move(r.h));
+        }
+        srv().start();
+    }
+
+    /// Reads the response slowly: a long pause first (a gateway without backpressure would pull
+    /// the whole body meanwhile), then 256 KiB per read with a pause every 4 MiB.
+    http_response read_slowly(test_client& c, std::size_t total) {
+        std::this_thread::sleep_for(300ms);
+        std::string raw;
+        std::string buf(256 * 1024, '\0');
+        const auto deadline = test_clock::now() + 120s;
+        std::size_t next_pause = std::size_t{4} << 20;
+        bool eof = false;
+        while (test_clock::now() < deadline) {
+            // Parsed only once the body can be whole: re-parsing a growing 64 MiB buffer after
+            // every read is quadratic (minutes under TSan).
+            if (raw.size() >= total) {
+                auto parsed = parse_response(raw, false);
+                if (parsed.status == parse_status::complete) {
+                    return parsed.response;
+                }
+            }
+            const ssize_t n = ::recv(c.fd(), buf.data(), buf.size(), 0);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                pollfd p{c.fd(), POLLIN, 0};
+                (void)::poll(&p, 1, 100);
+                continue;
+            }
+            if (n <= 0) {
+                eof = true;
+                break;
+            }
+            raw.append(buf.data(), static_cast<std::size_t>(n));
+            if (raw.size() >= next_pause) {
+                next_pause += std::size_t{4} << 20;
+                std::this_thread::sleep_for(20ms);
+            }
+        }
+        auto parsed = parse_response(raw, eof);
+        if (parsed.status != parse_status::complete) {
+            ADD_FAILURE() << "no whole response in " << raw.size() << " bytes (eof " << eof
+                          << "): " << parsed.error;
+            return {};
+        }
+        return parsed.response;
+    }
+
+    void relay_through(const char* style, framing f, std::size_t total) {
+        std::atomic<bool> write_failed{false};
+        fake_upstream up([&](upstream_conn& c) { serve_bytes(c, total, f, write_failed); });
+        start_gateway(up.address());
+        test_client c(srv().port(), 120s);
+        ASSERT_TRUE(c.send(get_request(std::string("/api/") + style + "/bytes"))) << c.error();
+        const http_response r = read_slowly(c, total);
+        ASSERT_EQ(r.status, 200);
+        ASSERT_EQ(r.body.size(), total);
+        for (std::size_t off = 0; off < total; off += piece_bytes) {
+            const std::size_t n = std::min(piece_bytes, total - off);
+            ASSERT_EQ(std::string_view(r.body).substr(off, n), pattern_from(off, n)) << "bytes at " << off;
+        }
+        EXPECT_FALSE(write_failed.load());
+        // The low-water mark, plus what the relay holds before it pauses the upstream (64 KiB),
+        // plus what the driver had already received when the pause came (one batch of
+        // completions: with io_uring's multishot recv on the client's own loop, which the
+        // blocking rows use, a few hundred KiB), plus framing. Without streaming the whole
+        // body queues here (64 or 16 MiB).
+        const auto peak = srv().stats().output_queued_peak;
+        RecordProperty("output_queued_peak", std::to_string(peak));
+        EXPECT_LE(peak, queue_bound) << "queued output peaked at " << peak << " bytes";
+        EXPECT_TRUE(srv().wait_exchanges_freed());
+        // A clean end gives the connection back to the pool; a close-delimited one closes it.
+        const std::size_t open_after = f == framing::close_delimited ? 0u : 1u;
+        EXPECT_TRUE(wait_until([&] { return gw_->api.stats().open == open_after; }))
+            << gw_->api.stats().open << " upstream connections open";
+        EXPECT_EQ(gw_->api.stats().completed, 1u);
+    }
+
+    void TearDown() override {
+        backend_test::TearDown();
+        gw_.reset();
+    }
+
+    std::unique_ptr<::gateway::gateway> gw_;
+};
+
+TEST_P(gateway_stream_test, a_64_mib_content_length_body_reaches_a_pausing_reader_with_bounded_queue) {
+    relay_through("async", framing::content_length, std::size_t{64} << 20);
+}
+
+TEST_P(gateway_stream_test, a_chunked_body_streams_in_the_resume_style) {
+    relay_through("resume", framing::chunked, std::size_t{16} << 20);
+}
+
+TEST_P(gateway_stream_test, a_close_delimited_body_streams_and_its_connection_closes) {
+    relay_through("async", framing::close_delimited, std::size_t{16} << 20);
+}
+
+TEST_P(gateway_stream_test, a_reader_leaving_mid_body_cancels_and_closes_the_upstream_connection) {
+    std::atomic<bool> write_failed{false};
+    std::atomic<int> scripts_done{0};
+    fake_upstream up([&](upstream_conn& c) {
+        serve_bytes(c, std::size_t{1} << 30, framing::content_length, write_failed);
+        ++scripts_done;
+    });
+    start_gateway(up.address());
+    for (const char* style : {"async", "resume"}) {
+        test_client c(srv().port(), 10s);
+        ASSERT_TRUE(c.send(get_request(std::string("/api/") + style + "/bytes"))) << c.error();
+        // Some of the body arrives; then the reader stops reading and leaves.
+        ASSERT_TRUE(c.read_until_contains("abcdefghij")) << c.error();
+        ASSERT_TRUE(wait_until([&] { return srv().stats().output_queued_peak > 0; }));
+        c.close_abortive();
+    }
+    // The upstream sees its connection closed mid-body (its send fails), for both calls.
+    EXPECT_TRUE(wait_until([&] { return scripts_done.load() == 2; }, 10s)) << scripts_done.load();
+    EXPECT_TRUE(write_failed.load());
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+    EXPECT_TRUE(wait_until([&] { return gw_->api.stats().open == 0; })) << gw_->api.stats().open;
+    EXPECT_EQ(gw_->api.stats().completed, 0u);
+    EXPECT_LE(srv().stats().output_queued_peak, queue_bound);
+}
+
+SLUICE_BACKEND_SUITE(gateway_stream_test);
+
+} // namespace
+} // namespace sluice::test
