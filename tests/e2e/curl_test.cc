@@ -1,6 +1,6 @@
 // End to end with a real client: the curl binary against sluice on every registered backend
-// × dispatch mode. curl is an independent HTTP/1.1 implementation, so these tests catch what
-// a test client written alongside the server might share with it.
+// × dispatch mode × {plain, tls} (https with the run's own CA). curl is an independent HTTP/1.1
+// implementation, so these tests catch what a test client written alongside the server might share with it.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,6 +10,7 @@
 
 #include "support/backend_matrix.h"
 #include "support/process.h"
+#include "support/test_certs.h"
 
 namespace sluice::test {
 namespace {
@@ -42,12 +43,17 @@ protected:
     }
 
     std::string url(std::string_view path) const {
-        return "http://127.0.0.1:" + std::to_string(server_->port()) + std::string(path);
+        return std::string(over_tls() ? "https" : "http") +
+               "://127.0.0.1:" + std::to_string(server_->port()) + std::string(path);
     }
 
     /// Runs curl with -sS and a 5 s cap of its own, and expects it to succeed.
     process_result curl(std::vector<std::string> args) {
         std::vector<std::string> argv{curl_, "-sS", "--max-time", "5"};
+        if (over_tls()) {
+            // Verified against the run's own CA (not -k): the chain and the name are checked.
+            argv.insert(argv.end(), {"--cacert", shared_test_certs().cert_path()});
+        }
         argv.insert(argv.end(), args.begin(), args.end());
         process_result r = run_process(argv, milliseconds(10'000));
         EXPECT_TRUE(r.error.empty()) << r.error;

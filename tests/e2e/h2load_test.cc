@@ -67,7 +67,9 @@ protected:
     }
 
     h2load_counts run(int requests, int connections, int pipelined) {
-        const std::string url = "http://127.0.0.1:" + std::to_string(srv().port()) + "/";
+        // Over TLS h2load negotiates http/1.1 by ALPN (--h1) and does not verify the peer.
+        const std::string url =
+            std::string(over_tls() ? "https" : "http") + "://127.0.0.1:" + std::to_string(srv().port()) + "/";
         std::vector<std::string> argv{h2load_, "--h1",
                                       "-n",    std::to_string(requests),
                                       "-c",    std::to_string(connections),
