@@ -392,9 +392,6 @@ TEST_P(client_test, chunked_interim_and_close_delimited_responses) {
 }
 
 TEST_P(client_test, many_concurrent_calls_share_a_small_pool) {
-    if (over_tls()) {
-        GTEST_SKIP() << "TLS row: multi_client speaks plaintext only (docs/tls.md, unfinished)";
-    }
     // 40 calls at once, 3 connections: the rest wait their turn (FIFO) and all succeed.
     std::atomic<int> in_flight{0};
     std::atomic<int> max_in_flight{0};

@@ -26,9 +26,6 @@ constexpr std::size_t connections = 1000;
 class coroutine_many_test : public backend_test {};
 
 TEST_P(coroutine_many_test, thousand_waiting_coroutines_all_answered) {
-    if (over_tls()) {
-        GTEST_SKIP() << "TLS row: multi_client speaks plaintext only (docs/tls.md, unfinished)";
-    }
     srv().config().io_threads = 2;
     srv().config().async_timeout_ms = 60'000;
     srv().config().blocking.threads = static_cast<std::uint32_t>(connections) + 16;

@@ -22,9 +22,6 @@ constexpr std::size_t connections = 1000;
 class many_suspended_test : public backend_test {};
 
 TEST_P(many_suspended_test, thousand_suspended_requests_all_answered) {
-    if (over_tls()) {
-        GTEST_SKIP() << "TLS row: multi_client speaks plaintext only (docs/tls.md, unfinished)";
-    }
     srv().config().io_threads = 2;
     srv().config().blocking.threads = static_cast<std::uint32_t>(connections) + 16;
     srv().config().blocking.accept_queue = 256;

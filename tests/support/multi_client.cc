@@ -37,6 +37,15 @@ std::size_t multi_client::add(std::uint16_t port, std::string request) {
         } else if (errno != EINPROGRESS) {
             c.error = std::string("connect: ") + std::strerror(errno);
         }
+        if (c.error.empty()) {
+            if (const auto ca = tls_ca_for_port(port)) {
+                std::string why;
+                c.tls = tls_stream::attach(c.fd, *ca, why);
+                if (!c.tls) {
+                    c.error = why;
+                }
+            }
+        }
     }
     conns_.push_back(std::move(c));
     return conns_.size() - 1;
@@ -53,6 +62,10 @@ void multi_client::step_send(conn& c) {
         }
         c.connected = true;
     }
+    if (c.tls) {
+        step_send_tls(c);
+        return;
+    }
     while (c.out_off < c.out.size()) {
         const ssize_t n = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
         if (n > 0) {
@@ -68,9 +81,62 @@ void multi_client::step_send(conn& c) {
     }
 }
 
+void multi_client::step_send_tls(conn& c) {
+    c.want = 0;
+    while (c.out_off < c.out.size()) {
+        std::size_t put = 0;
+        switch (c.tls->write(c.out.data() + c.out_off, c.out.size() - c.out_off, put)) {
+        case tls_stream::result::ok:
+            c.out_off += put;
+            break;
+        case tls_stream::result::want_read:
+            c.want = POLLIN; // still handshaking
+            return;
+        case tls_stream::result::want_write:
+            c.want = POLLOUT;
+            return;
+        case tls_stream::result::eof:
+            c.error = "TLS: closed by the server while sending";
+            return;
+        case tls_stream::result::failed:
+            c.error = "TLS: " + c.tls->error();
+            return;
+        }
+    }
+}
+
+bool multi_client::read_tls(conn& c) {
+    c.want = 0;
+    while (true) {
+        char buf[4096];
+        std::size_t got = 0;
+        switch (c.tls->read(buf, sizeof buf, got)) {
+        case tls_stream::result::ok:
+            c.in.append(buf, got);
+            continue;
+        case tls_stream::result::want_read:
+            return false;
+        case tls_stream::result::want_write:
+            c.want = POLLOUT;
+            return false;
+        case tls_stream::result::eof:
+            return true;
+        case tls_stream::result::failed:
+            c.error = "TLS: " + c.tls->error();
+            return false;
+        }
+    }
+}
+
 void multi_client::step_read(conn& c) {
     bool eof = false;
-    while (true) {
+    if (c.tls) {
+        eof = read_tls(c);
+        if (!c.error.empty()) {
+            return;
+        }
+    }
+    while (!c.tls) {
         char buf[4096];
         const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
         if (n > 0) {
@@ -112,7 +178,8 @@ bool multi_client::drive(phase ph, std::chrono::milliseconds timeout) {
             const bool pending =
                 ph == phase::sending ? (!c.connected || c.out_off < c.out.size()) : !c.response;
             if (pending) {
-                fds.push_back({c.fd, static_cast<short>(ph == phase::sending ? POLLOUT : POLLIN), 0});
+                const short events = c.want != 0 ? c.want : ph == phase::sending ? POLLOUT : POLLIN;
+                fds.push_back({c.fd, events, 0});
                 which.push_back(i);
             }
         }

@@ -1,5 +1,6 @@
 // Many loopback connections driven by one thread with poll(): for tests that need hundreds
-// of requests in flight at once without hundreds of client threads.
+// of requests in flight at once without hundreds of client threads. A port a TLS test server
+// registered is spoken to over TLS, so the same case runs on the {tls} rows of the matrix.
 //
 //   multi_client mc;
 //   for (...) mc.add(port, get_request("/x"));
@@ -11,12 +12,14 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "support/http_response.h"
+#include "support/tls_stream.h"
 
 namespace sluice::test {
 
@@ -49,11 +52,18 @@ private:
         std::string in;
         std::optional<http_response> response;
         std::string error;
+        /// On a port a TLS test server registered (support/tls_stream.h): the handshake runs
+        /// inside the first write, and `want` is what OpenSSL waits for (POLLIN / POLLOUT).
+        std::unique_ptr<tls_stream> tls;
+        short want = 0;
     };
     enum class phase { sending, reading };
     bool drive(phase ph, std::chrono::milliseconds timeout);
     void step_send(conn& c);
+    void step_send_tls(conn& c);
     void step_read(conn& c);
+    /// Reads what TLS has; true at the end of the stream.
+    bool read_tls(conn& c);
 
     std::vector<conn> conns_;
 };

@@ -11,12 +11,14 @@
 #include <cerrno>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "support/test_certs.h"
 
 namespace sluice::test {
 
-test_client::test_client(std::uint16_t port, std::chrono::milliseconds timeout, client_transport transport)
+test_client::test_client(std::uint16_t port, std::chrono::milliseconds timeout, client_transport transport,
+                         client_handshake handshake)
     : timeout_(timeout) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -56,7 +58,8 @@ test_client::test_client(std::uint16_t port, std::chrono::milliseconds timeout, 
         }
         if (ca) {
             std::string why;
-            tls_ = tls_stream::connect(fd, *ca, deadline, why);
+            tls_ = handshake == client_handshake::at_connect ? tls_stream::connect(fd, *ca, deadline, why)
+                                                             : tls_stream::attach(fd, *ca, why);
             if (tls_ == nullptr) {
                 fail(why);
                 ::close(fd);
@@ -141,6 +144,13 @@ bool test_client::send_split(std::string_view bytes, std::size_t piece, std::chr
         }
     }
     return true;
+}
+
+std::string test_client::read_available(std::chrono::milliseconds wait) {
+    if (in_.empty()) {
+        (void)fill_once(test_clock::now() + wait);
+    }
+    return std::exchange(in_, std::string());
 }
 
 test_client::fill test_client::fill_once(test_clock::time_point deadline) {

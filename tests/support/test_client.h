@@ -26,12 +26,16 @@ namespace sluice::test {
 /// What a test_client speaks: TLS when the port belongs to a TLS test_server (the {tls} rows of
 /// the matrix run every case over TLS), or plaintext / TLS whatever the port is.
 enum class client_transport { automatic, plain, tls };
+/// When a TLS client handshakes: in the constructor, or inside its first send or read (for
+/// tests about connections the server has not taken yet: a handshake needs the server).
+enum class client_handshake { at_connect, on_first_io };
 
 class test_client {
 public:
     /// Connects to 127.0.0.1:port (and handshakes, over TLS); check connected() / error().
     explicit test_client(std::uint16_t port, std::chrono::milliseconds timeout = default_timeout,
-                         client_transport transport = client_transport::automatic);
+                         client_transport transport = client_transport::automatic,
+                         client_handshake handshake = client_handshake::at_connect);
     ~test_client();
     test_client(const test_client&) = delete;
     test_client& operator=(const test_client&) = delete;
@@ -61,6 +65,10 @@ public:
     bool wait_closed();
     /// Reads whatever arrives during `window`; returns how many new bytes. Stops early at EOF.
     std::size_t read_for(std::chrono::milliseconds window);
+    /// Waits at most `wait` for bytes and moves out what has arrived (plaintext, over TLS
+    /// too): "" on a timeout or at the end of the stream (peer_closed() tells which). For
+    /// tests that pace their own reading.
+    std::string read_available(std::chrono::milliseconds wait);
     /// Received, not yet parsed into a response.
     const std::string& buffered() const noexcept { return in_; }
     /// The server closed (EOF or reset) as seen so far.

@@ -52,12 +52,17 @@ std::optional<std::string> tls_ca_for_port(std::uint16_t port) {
     return it->second;
 }
 
-std::unique_ptr<tls_stream> tls_stream::connect(int fd, const std::string& ca_file,
-                                                test_clock::time_point deadline, std::string& error) {
-    // OpenSSL's socket BIO writes with write(), not send(MSG_NOSIGNAL): a server that closed
-    // first would kill the test program with SIGPIPE instead of failing a send.
-    static const bool sigpipe_ignored = [] { return std::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
-    (void)sigpipe_ignored;
+namespace {
+
+// One client context per CA file for the whole program: loading the CA for every connection
+// costs more than the handshake, and multi_client opens thousands.
+SSL_CTX* client_context(const std::string& ca_file, std::string& error) {
+    static std::mutex mu;
+    static std::map<std::string, SSL_CTX*> contexts; // lives as long as the program
+    std::lock_guard lock(mu);
+    if (auto it = contexts.find(ca_file); it != contexts.end()) {
+        return it->second;
+    }
     SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == nullptr) {
         error = "SSL_CTX_new: " + last_error();
@@ -69,14 +74,42 @@ std::unique_ptr<tls_stream> tls_stream::connect(int fd, const std::string& ca_fi
         SSL_CTX_free(ctx);
         return nullptr;
     }
+    contexts.emplace(ca_file, ctx);
+    return ctx;
+}
+
+} // namespace
+
+std::unique_ptr<tls_stream> tls_stream::attach(int fd, const std::string& ca_file, std::string& error) {
+    // OpenSSL's socket BIO writes with write(), not send(MSG_NOSIGNAL): a server that closed
+    // first would kill the test program with SIGPIPE instead of failing a send.
+    static const bool sigpipe_ignored = [] { return std::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+    (void)sigpipe_ignored;
+    SSL_CTX* ctx = client_context(ca_file, error);
+    if (ctx == nullptr) {
+        return nullptr;
+    }
     std::unique_ptr<tls_stream> s(new tls_stream);
     s->ssl_ = SSL_new(ctx);
-    SSL_CTX_free(ctx); // the SSL holds a reference
+    if (s->ssl_ == nullptr) {
+        error = "SSL_new: " + last_error();
+        return nullptr;
+    }
     SSL_set_fd(s->ssl_, fd);
+    SSL_set_connect_state(s->ssl_);
     // SSL_set_tlsext_host_name is a macro with a C cast; its function form says the same.
     static char sni[] = "localhost";
     SSL_ctrl(s->ssl_, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name, sni);
     SSL_set1_host(s->ssl_, "localhost");
+    return s;
+}
+
+std::unique_ptr<tls_stream> tls_stream::connect(int fd, const std::string& ca_file,
+                                                test_clock::time_point deadline, std::string& error) {
+    auto s = attach(fd, ca_file, error);
+    if (!s) {
+        return nullptr;
+    }
     for (;;) {
         ERR_clear_error();
         const int rc = SSL_connect(s->ssl_);

@@ -29,6 +29,10 @@ public:
     /// the reason in `error` on failure.
     static std::unique_ptr<tls_stream> connect(int fd, const std::string& ca_file,
                                                test_clock::time_point deadline, std::string& error);
+    /// Attaches to a non-blocking fd (not owned, connected or still connecting) without
+    /// handshaking: the first read() or write() runs the handshake and answers want_read /
+    /// want_write until it is done, so a caller polling many connections never waits on one.
+    static std::unique_ptr<tls_stream> attach(int fd, const std::string& ca_file, std::string& error);
     ~tls_stream();
     tls_stream(const tls_stream&) = delete;
     tls_stream& operator=(const tls_stream&) = delete;
