@@ -5,12 +5,9 @@
 // upstream framing, in the async and the resume style. A reader that leaves mid-body cancels
 // the upstream call: its connection is closed, nothing stays open.
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -21,6 +18,7 @@
 #include "gateway.h"
 #include "support/backend_matrix.h"
 #include "support/fake_upstream.h"
+#include "support/paced_reader.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -106,40 +104,17 @@ protected:
         srv().start();
     }
 
-    /// Reads the response slowly: a long pause first (a gateway without backpressure would pull
-    /// the whole body meanwhile), then 256 KiB per read with a pause every 4 MiB.
+    /// Reads the response slowly (support/paced_reader.h).
     http_response read_slowly(test_client& c, std::size_t total) {
-        std::this_thread::sleep_for(300ms);
-        std::string raw;
-        std::string buf(256 * 1024, '\0');
-        const auto deadline = test_clock::now() + 120s;
-        std::size_t next_pause = std::size_t{4} << 20;
         bool eof = false;
-        while (test_clock::now() < deadline) {
-            // Parsed only once the body can be whole: re-parsing a growing 64 MiB buffer after
-            // every read is quadratic (minutes under TSan).
-            if (raw.size() >= total) {
-                auto parsed = parse_response(raw, false);
-                if (parsed.status == parse_status::complete) {
-                    return parsed.response;
-                }
-            }
-            const ssize_t n = ::recv(c.fd(), buf.data(), buf.size(), 0);
-            if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-                pollfd p{c.fd(), POLLIN, 0};
-                (void)::poll(&p, 1, 100);
-                continue;
-            }
-            if (n <= 0) {
-                eof = true;
-                break;
-            }
-            raw.append(buf.data(), static_cast<std::size_t>(n));
-            if (raw.size() >= next_pause) {
-                next_pause += std::size_t{4} << 20;
-                std::this_thread::sleep_for(20ms);
-            }
-        }
+        // Parsed only once the body can be whole: re-parsing a growing 64 MiB buffer after
+        // every read is quadratic (minutes under TSan).
+        const std::string raw = read_paced(
+            c, 120s,
+            [total](const std::string& got, std::size_t) {
+                return got.size() >= total && parse_response(got, false).status == parse_status::complete;
+            },
+            eof);
         auto parsed = parse_response(raw, eof);
         if (parsed.status != parse_status::complete) {
             ADD_FAILURE() << "no whole response in " << raw.size() << " bytes (eof " << eof

@@ -16,6 +16,7 @@
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/paced_reader.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -78,28 +79,16 @@ protected:
         });
     }
 
-    /// Reads the chunked response to /stream slowly: a long pause first (a server without
-    /// backpressure queues the whole body meanwhile), then what has arrived per read (16 KiB at most) with a
-    /// pause every 4 MiB. Returns the de-chunked body.
+    /// Reads the chunked response to /stream slowly (support/paced_reader.h). Returns the
+    /// de-chunked body.
     std::string read_slowly(test_client& c, std::size_t expected) {
-        std::this_thread::sleep_for(milliseconds(300));
-        std::string raw;
-        const auto deadline = test_clock::now() + milliseconds(60'000);
-        std::size_t next_pause = std::size_t{4} << 20;
-        constexpr std::string_view last_chunk = "\r\n0\r\n\r\n";
-        while (test_clock::now() < deadline) {
-            const std::size_t before = raw.size();
-            raw += c.read_available(milliseconds(100)); // at most one TLS record or 16 KiB
-            // Only the new bytes (and the few before them) can complete the last chunk.
-            const std::size_t from = before >= last_chunk.size() ? before - last_chunk.size() : 0;
-            if (raw.find(last_chunk, from) != std::string::npos || c.peer_closed()) {
-                break;
-            }
-            if (raw.size() >= next_pause) {
-                next_pause += std::size_t{4} << 20;
-                std::this_thread::sleep_for(milliseconds(20));
-            }
-        }
+        bool eof = false;
+        const std::string raw = read_paced(
+            c, milliseconds(60'000),
+            [](const std::string& got, std::size_t fresh) {
+                return got.find("\r\n0\r\n\r\n", fresh) != std::string::npos;
+            },
+            eof);
         auto parsed = parse_response(raw, false);
         if (parsed.status != parse_status::complete) {
             ADD_FAILURE() << "no whole response in " << raw.size() << " bytes: " << parsed.error;
