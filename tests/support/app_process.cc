@@ -107,6 +107,20 @@ int app_process::stop(std::chrono::milliseconds timeout) {
     return exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int app_process::wait_exit(std::chrono::milliseconds timeout) {
+    if (pid_ < 0) {
+        return -1;
+    }
+    int status = 0;
+    const bool exited = wait_until([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, timeout);
+    if (!exited) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+    return exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 } // namespace sluice::test
 
 namespace sluice::test {

@@ -39,6 +39,9 @@ public:
     /// SIGTERM, then waits up to `timeout` (SIGKILL after it). Returns the exit status, or -1
     /// when it had to be killed.
     int stop(std::chrono::milliseconds timeout = default_timeout);
+    /// Waits up to `timeout` for the process to exit on its own (after a hand-over, say);
+    /// the exit status, or -1 when it did not exit (it is then killed) or was killed.
+    int wait_exit(std::chrono::milliseconds timeout = default_timeout);
 
 private:
     pid_t pid_ = -1;
