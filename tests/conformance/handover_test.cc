@@ -13,13 +13,13 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <sluice/error.h>
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/steady_load.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -35,66 +35,6 @@ std::string fresh_socket_path() {
 bool says_close(const http_response& r) {
     return r.header("Connection").has_value() && same_name(*r.header("Connection"), "close");
 }
-
-// Clients that keep requesting while servers come and go, on keep-alive connections they
-// reopen after a Connection: close. Any other outcome is a failure.
-class steady_load {
-public:
-    steady_load(background& bg, std::uint16_t port, int clients) : port_(port) {
-        for (int i = 0; i < clients; ++i) {
-            bg.run([this] { run(); });
-        }
-    }
-    ~steady_load() { stop(); }
-    void stop() { stop_ = true; }
-    std::uint64_t answered() const { return answered_.load(); }
-    std::uint64_t answered_by(char who) const { return who == 'A' ? by_a_.load() : by_b_.load(); }
-    std::string failures() const {
-        std::lock_guard lock(mu_);
-        return failures_;
-    }
-
-private:
-    void run() {
-        while (!stop_) {
-            test_client c(port_, milliseconds(5'000));
-            if (!c.connected()) {
-                fail("connect: " + c.error());
-                continue;
-            }
-            for (int i = 0; i < 20 && !stop_; ++i) {
-                if (!c.send(get_request("/who"))) {
-                    fail("send: " + c.error());
-                    break;
-                }
-                auto r = c.read_response();
-                if (!r || r->status != 200) {
-                    fail(r ? "status " + std::to_string(r->status) : "read: " + c.error());
-                    break;
-                }
-                ++answered_;
-                ++(r->body == "A" ? by_a_ : by_b_);
-                if (says_close(*r)) {
-                    break;
-                }
-            }
-        }
-    }
-    void fail(const std::string& why) {
-        std::lock_guard lock(mu_);
-        if (failures_.size() < 2000) {
-            failures_ += why + "\n";
-        }
-    }
-
-    std::uint16_t port_;
-    std::atomic<bool> stop_{false};
-    std::atomic<std::uint64_t> answered_{0};
-    std::atomic<std::uint64_t> by_a_{0};
-    std::atomic<std::uint64_t> by_b_{0};
-    mutable std::mutex mu_;
-    std::string failures_;
-};
 
 class handover_test : public backend_test {
 protected:
@@ -140,7 +80,7 @@ TEST_P(handover_test, a_new_server_takes_the_port_over_without_a_failed_request)
     configure(srv(), 'A');
     srv().start();
     const std::uint16_t port = srv().port();
-    load_ = std::make_unique<steady_load>(bg_, port, 3);
+    load_ = std::make_unique<steady_load>(port, "/who", 3);
     ASSERT_TRUE(wait_until([&] { return load_->answered() >= 50; })) << load_->failures();
 
     // An idle keep-alive connection of the old server: its next request must be answered.
@@ -170,7 +110,6 @@ TEST_P(handover_test, a_new_server_takes_the_port_over_without_a_failed_request)
     const std::uint64_t by_b = load_->answered_by('B');
     ASSERT_TRUE(wait_until([&] { return load_->answered_by('B') >= by_b + 50; })) << load_->failures();
     load_->stop();
-    bg_.join();
     EXPECT_EQ(load_->failures(), "");
     EXPECT_GT(load_->answered_by('A'), 0u);
     EXPECT_TRUE(srv().log().contains("taken over; draining"));

@@ -190,7 +190,8 @@ private:
             pending_fds_.push_back(open_listener(a, reuse_port::yes, 4096));
             per_loop[i].push_back(pending_fds_.back());
         }
-        ctx_.log.info("adopted {} inherited listening socket{} (port {}){}", inherited,
+        // Not "(port N)": tools read the public port from the "listening on" line (admin.cc).
+        ctx_.log.info("adopted {} inherited listening socket{} on port {}{}", inherited,
                       inherited == 1 ? "" : "s", port_,
                       idle == 0 ? std::string()
                                 : ", " + std::to_string(idle) +

@@ -58,7 +58,7 @@ public:
         if (fds.empty()) {
             fds.push_back(open_listener(addr, reuse_port::no, 4096));
         } else {
-            ctx_.log.info("adopted {} inherited listening socket{} (port {})", fds.size(),
+            ctx_.log.info("adopted {} inherited listening socket{} on port {}", fds.size(),
                           fds.size() == 1 ? "" : "s", bound_port(fds.front()));
         }
         port_ = bound_port(fds.front());
