@@ -97,8 +97,9 @@ std::vector<handed_fd> systemd_listeners(std::span<const char* const> environmen
     if (pid_text == nullptr || count_text == nullptr) {
         return {};
     }
-    const std::string_view pid_s(pid_text);
-    const std::string_view count_s(count_text);
+    // Copies: unsetenv() below may release what the environment pointed to.
+    const std::string pid_s(pid_text);
+    const std::string count_s(count_text);
     long pid = 0;
     int count = 0;
     if (std::from_chars(pid_s.data(), pid_s.data() + pid_s.size(), pid).ec != std::errc{} ||
