@@ -115,6 +115,42 @@ TEST_P(handover_test, a_new_server_takes_the_port_over_without_a_failed_request)
     EXPECT_TRUE(srv().log().contains("taken over; draining"));
 }
 
+TEST_P(handover_test, connections_waiting_in_the_accept_queue_are_answered) {
+    if (pool_dispatch() || connection_per_thread()) {
+        GTEST_SKIP() << "needs an I/O loop that a handler can hold";
+    }
+    auto held = std::make_shared<std::atomic<int>>(0); // 1: the handler holds the loop; 2: let go
+    configure(srv(), 'A');
+    srv().route("GET", "/hold", [held](exchange& ex) {
+        *held = 1;
+        wait_until([&] { return held->load() == 2; }, milliseconds(5'000));
+        ex.response().text("held");
+    });
+    srv().start();
+    test_client holder(srv().port());
+    ASSERT_TRUE(holder.send(get_request("/hold"))) << holder.error();
+    ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+    // The old server's only loop is busy: these wait in the kernel's accept queue (or, with
+    // io_uring, are accepted by the kernel for a loop that cannot look).
+    std::vector<std::unique_ptr<test_client>> waiting;
+    for (int i = 0; i < 20; ++i) {
+        waiting.push_back(std::make_unique<test_client>(srv().port()));
+        ASSERT_TRUE(waiting.back()->send(get_request("/who"))) << waiting.back()->error();
+    }
+    test_server& b = another('B');
+    b.start();
+    *held = 2;
+    for (auto& c : waiting) {
+        auto r = c->read_response();
+        ASSERT_TRUE(r) << "a queued connection was dropped: " << c->error();
+        EXPECT_EQ(r->status, 200);
+    }
+    auto r = holder.read_response();
+    ASSERT_TRUE(r) << holder.error();
+    EXPECT_EQ(r->body, "held");
+    EXPECT_TRUE(stops_by_itself(srv()));
+}
+
 TEST_P(handover_test, a_new_server_that_fails_to_start_leaves_the_old_one_serving) {
     configure(srv(), 'A');
     srv().start();
