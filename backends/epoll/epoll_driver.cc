@@ -217,13 +217,20 @@ int driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) no
 
 void driver::close(int fd, void* owner) noexcept {
     if (slot* s = slot_for(fd)) {
+        if (s->listening && s->registered) {
+            // A listening socket may live on in another process (handed over for a restart,
+            // or inherited): close() removes an epoll registration only when the last
+            // descriptor of the socket closes (epoll(7), Q6), and this loop would keep waking,
+            // level-triggered, for connections that are no longer ours.
+            ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+        }
         // The next owner of this descriptor number gets a new generation: events and ready
         // entries of this one are dropped (rule 4 of backend.h).
         const std::uint32_t next_generation = s->generation + 1;
         *s = slot{};
         s->generation = next_generation;
     }
-    ::close(fd); // also removes it from the epoll set: we never dup descriptors
+    ::close(fd); // removes a connection's registration too: we never dup those
     try {
         pending_.push_back({owner, op::close, false, 0, no_buffer, nullptr});
     } catch (const std::bad_alloc&) {

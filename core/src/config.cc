@@ -247,6 +247,17 @@ std::string check_cipher_list(std::string_view v) {
     return {};
 }
 
+std::string check_socket_path(std::string_view v) {
+    if (std::string why = check_path(v); !why.empty()) {
+        return why;
+    }
+    // sockaddr_un.sun_path holds 108 bytes with the terminating NUL (unix(7)).
+    if (v.size() > 107) {
+        return "must be a Unix socket path of at most 107 bytes, got " + std::to_string(v.size());
+    }
+    return {};
+}
+
 std::string store_dispatch(config& c, std::string_view v) {
     if (v == "inline") {
         c.dispatch = dispatch_mode::inline_io;
@@ -374,6 +385,8 @@ constexpr std::array keys{
                                       "log a loop iteration longer than this; 0 = off"),
     integer_key<&config::shutdown_timeout_ms>("shutdown_timeout_ms", 0, max_timeout_ms,
                                               "on stop, time for requests in progress to finish; 0 = none"),
+    string_key<check_socket_path, &config::handover_socket>(
+        "handover_socket", "PATH", "Unix socket over which a restart hands the listeners over; empty = off"),
     enum_key("log_level", "error|warn|info|debug", "log verbosity", store_log_level, load_log_level),
     integer_key<&config::blocking, &blocking_config::threads>("blocking.threads", 1, 20'000,
                                                               "blocking backend: connection threads"),

@@ -29,9 +29,19 @@ std::string unique_log_path() {
 
 app_process::app_process(const std::string& binary, const std::vector<std::string>& args,
                          std::chrono::milliseconds timeout)
+    : app_process(binary, args, -1, timeout) {}
+
+app_process::app_process(const std::string& binary, const std::vector<std::string>& args, int listen_fd,
+                         std::chrono::milliseconds timeout)
     : log_path_(unique_log_path()) {
     std::vector<std::string> argv{binary, "--listen", "127.0.0.1:0"};
     argv.insert(argv.end(), args.begin(), args.end());
+    std::string program = binary;
+    if (listen_fd >= 0) {
+        // LISTEN_PID must be the app's own pid: sh learns it ($$) and execs the app in place.
+        argv.insert(argv.begin(), {"/bin/sh", "-c", "LISTEN_PID=$$ LISTEN_FDS=1 exec \"$0\" \"$@\""});
+        program = "/bin/sh";
+    }
     std::vector<char*> cargs;
     for (auto& a : argv) {
         cargs.push_back(a.data());
@@ -55,7 +65,10 @@ app_process::app_process(const std::string& binary, const std::vector<std::strin
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_addopen(&actions, 1, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = ::posix_spawn(&pid_, binary.c_str(), &actions, nullptr, cargs.data(), envp.data());
+    if (listen_fd >= 0) {
+        posix_spawn_file_actions_adddup2(&actions, listen_fd, 3); // clears close-on-exec on 3
+    }
+    const int rc = ::posix_spawn(&pid_, program.c_str(), &actions, nullptr, cargs.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (rc != 0) {
         pid_ = -1;
@@ -97,6 +110,20 @@ int app_process::stop(std::chrono::milliseconds timeout) {
         return -1;
     }
     ::kill(pid_, SIGTERM);
+    int status = 0;
+    const bool exited = wait_until([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, timeout);
+    if (!exited) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+    return exited && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int app_process::wait_exit(std::chrono::milliseconds timeout) {
+    if (pid_ < 0) {
+        return -1;
+    }
     int status = 0;
     const bool exited = wait_until([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, timeout);
     if (!exited) {

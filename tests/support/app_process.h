@@ -21,6 +21,10 @@ public:
     /// (up to `timeout`) for its "listening on ... (port N)" line. Check started() / error().
     app_process(const std::string& binary, const std::vector<std::string>& args,
                 std::chrono::milliseconds timeout = default_timeout);
+    /// The same, started as systemd socket activation starts a service: `listen_fd` becomes
+    /// its descriptor 3, with LISTEN_FDS=1 and LISTEN_PID set to its pid (through sh's exec).
+    app_process(const std::string& binary, const std::vector<std::string>& args, int listen_fd,
+                std::chrono::milliseconds timeout = default_timeout);
     ~app_process();
     app_process(const app_process&) = delete;
     app_process& operator=(const app_process&) = delete;
@@ -39,6 +43,9 @@ public:
     /// SIGTERM, then waits up to `timeout` (SIGKILL after it). Returns the exit status, or -1
     /// when it had to be killed.
     int stop(std::chrono::milliseconds timeout = default_timeout);
+    /// Waits up to `timeout` for the process to exit on its own (after a hand-over, say);
+    /// the exit status, or -1 when it did not exit (it is then killed) or was killed.
+    int wait_exit(std::chrono::milliseconds timeout = default_timeout);
 
 private:
     pid_t pid_ = -1;

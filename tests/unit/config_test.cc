@@ -56,7 +56,7 @@ TEST(config, test_list_covers_every_key_describe_config_knows) {
         tested.insert(std::string(k.key));
     }
     EXPECT_EQ(described, tested);
-    EXPECT_EQ(described.size(), 30U);
+    EXPECT_EQ(described.size(), 31U);
 }
 
 TEST(config, defaults_are_documented_values) {
@@ -307,6 +307,17 @@ TEST(config, tls_cert_and_key_go_together) {
 
     cfg.tls.cert = "/c.pem";
     EXPECT_NO_THROW(validate_config(cfg));
+}
+
+TEST(config, handover_socket_must_fit_a_unix_socket_address) {
+    config cfg;
+    EXPECT_NO_THROW(set_config_value(cfg, "handover_socket", std::string(107, 'a')));
+    const auto e =
+        catch_startup_error([&] { set_config_value(cfg, "handover_socket", std::string(108, 'a')); });
+    EXPECT_EQ(e.key(), "handover_socket");
+    EXPECT_TRUE(contains(e.what(), "at most 107 bytes")) << e.what();
+    EXPECT_EQ(catch_startup_error([&] { set_config_value(cfg, "handover_socket", "a\nb"); }).key(),
+              "handover_socket");
 }
 
 TEST(config, admin_listen_must_differ_from_listen) {

@@ -155,6 +155,8 @@ inline const std::vector<key_case>& every_key() {
         {"admin.listen", "127.0.0.1:9901", "\"127.0.0.1:9901\"",
          [](const config& c) { return c.admin.listen == "127.0.0.1:9901"; }},
         {"access_log.path", "-", "\"-\"", [](const config& c) { return c.access_log.path == "-"; }},
+        {"handover_socket", "/run/app/handover.sock", "\"/run/app/handover.sock\"",
+         [](const config& c) { return c.handover_socket == "/run/app/handover.sock"; }},
         {"access_log.format", "json", "\"json\"",
          [](const config& c) { return c.access_log.format == "json"; }},
         {"access_log.queue_lines", "1024", "1024",

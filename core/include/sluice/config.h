@@ -85,6 +85,10 @@ struct config {
     /// On stop: how long requests in progress (suspended ones included) may take to finish
     /// before they end with 503 and on_error(shutting_down); 0 = end them at once.
     std::uint32_t shutdown_timeout_ms = 10'000;
+    /// A Unix socket path for zero-downtime restarts (docs/operations.md): a server started
+    /// while another holds this socket takes over its listening sockets instead of binding, and
+    /// the old one then drains and stops; "" = off.
+    std::string handover_socket;
     log_level log = log_level::info; ///< key "log_level"
     blocking_config blocking;
     limits_config limits;

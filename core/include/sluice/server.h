@@ -21,7 +21,8 @@ namespace sluice {
 
 namespace detail {
 class server_impl;
-}
+struct server_access; // the core's own uses (the admin listener's hand-over)
+} // namespace detail
 
 class limiter;
 struct client_stats;
@@ -109,6 +110,7 @@ public:
     server_stats stats() const noexcept;
 
 private:
+    friend struct detail::server_access;
     std::unique_ptr<detail::server_impl> impl_;
 };
 

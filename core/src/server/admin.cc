@@ -2,6 +2,8 @@
 
 #include <sluice/server.h>
 
+#include "server/server_access.h"
+
 namespace sluice::detail {
 
 namespace {
@@ -58,7 +60,10 @@ admin_endpoint::admin_endpoint(const config& main, const logger& log, sources sr
 
 admin_endpoint::~admin_endpoint() = default;
 
-void admin_endpoint::start() {
+void admin_endpoint::start(std::vector<int> inherited) {
+    if (!inherited.empty()) {
+        server_access::adopt(*srv_, std::move(inherited));
+    }
     try {
         srv_->start();
     } catch (const startup_error& e) {
@@ -69,6 +74,14 @@ void admin_endpoint::start() {
 
 void admin_endpoint::stop() noexcept {
     srv_->stop();
+}
+
+void admin_endpoint::stop_after_handover() noexcept {
+    server_access::stop_after_handover(*srv_);
+}
+
+std::vector<int> admin_endpoint::listening_fds() const {
+    return server_access::listening_fds(*srv_);
 }
 
 std::uint16_t admin_endpoint::port() const noexcept {

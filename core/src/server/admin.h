@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <sluice/config.h>
 #include <sluice/log.h>
@@ -30,9 +31,12 @@ public:
     admin_endpoint(const admin_endpoint&) = delete;
     admin_endpoint& operator=(const admin_endpoint&) = delete;
 
-    /// Binds and serves; throws startup_error naming admin.listen.
-    void start();
+    /// Binds (or accepts on `inherited`, checked and owned from here on) and serves; throws
+    /// startup_error naming admin.listen.
+    void start(std::vector<int> inherited = {});
     void stop() noexcept;
+    void stop_after_handover() noexcept;
+    std::vector<int> listening_fds() const;
     std::uint16_t port() const noexcept;
 
 private:

@@ -429,6 +429,11 @@ void connection::shutdown() noexcept {
         if (work_) {
             break; // a request is being received: it may finish within the drain
         }
+        if (lc_.server.drain_idle_after_response.load(std::memory_order_relaxed)) {
+            // A hand-over: its next response says Connection: close (shutting_down_), which a
+            // client handles without error; closing now races with a request in flight.
+            break;
+        }
         if (output_idle()) {
             close_now();
         } else {

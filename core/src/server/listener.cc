@@ -63,11 +63,10 @@ void listener::on_io(const io::completion& c) noexcept {
         return;
     }
     if (c.result >= 0) {
-        if (closing_) {
-            ::close(c.result);
-        } else {
-            sink_(c.result);
-        }
+        // Even while closing (an accept that completed before the cancel, io_uring): the kernel
+        // has completed the handshake and the client may have sent its request; closing would
+        // reset it. The connection joins the drain instead (adopt_connection).
+        sink_(c.result);
     } else if (!c.more && !closing_) {
         // Out of descriptors or memory (or anything else that stopped accepting): say so, and
         // accept again a little later rather than spin; connections wait in the backlog.
@@ -111,6 +110,9 @@ void adopt_connection(loop_context& lc, int fd) noexcept {
         return;
     }
     c->start();
+    if (lc.shutting_down()) {
+        c->shutdown(); // accepted after the drain began: answer what it sent, then close
+    }
 }
 
 } // namespace sluice::detail

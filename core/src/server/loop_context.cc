@@ -126,6 +126,7 @@ void loop_context::note_refused() noexcept {
 }
 
 void loop_context::begin_shutdown() {
+    shutting_down_ = true;
     // Each step may close (and so remove) connections: iterate over copies.
     auto each = [this](void (connection::*step)() noexcept) {
         auto conns = connections_;

@@ -117,6 +117,7 @@ public:
     /// Server stop on this loop: connections drain for limits' shutdown_timeout_ms, then what
     /// is left ends (503 for suspended exchanges), then, a second later, closes.
     void begin_shutdown();
+    bool shutting_down() const noexcept { return shutting_down_; }
 
     /// Connections of this loop (for shutdown).
     void add(connection* c);
@@ -135,6 +136,7 @@ private:
     std::vector<connection*> connections_; // each knows its index (swap-remove)
     std::uint64_t refused_unlogged_ = 0;
     clock::time_point refused_logged_at_{};
+    bool shutting_down_ = false;
 };
 
 } // namespace sluice::detail

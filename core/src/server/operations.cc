@@ -24,7 +24,8 @@ void server_operations::watch(std::string_view name, std::function<client_stats(
     clients_.push_back({std::string(name), std::move(stats)});
 }
 
-void server_operations::start(const config& cfg, const router& routes, std::size_t loops, const logger& log) {
+void server_operations::start(const config& cfg, const router& routes, std::size_t loops, const logger& log,
+                              std::vector<int> admin_fds) {
     for (std::size_t i = 0; i < routes.size(); ++i) {
         routes_.emplace_back(routes.pattern(i));
     }
@@ -37,7 +38,7 @@ void server_operations::start(const config& cfg, const router& routes, std::size
             admin_endpoint::sources{[this] { return render_metrics(snapshot()); },
                                     [this] { return not_ready(); }});
         try {
-            admin_->start();
+            admin_->start(std::exchange(admin_fds, {}));
         } catch (...) {
             admin_.reset();
             access_.reset();
@@ -57,6 +58,16 @@ void server_operations::stop() noexcept {
         admin_->stop();
     }
     access_.reset();
+}
+
+void server_operations::stop_admin_after_handover() noexcept {
+    if (admin_) {
+        admin_->stop_after_handover();
+    }
+}
+
+std::vector<int> server_operations::admin_listening_fds() const {
+    return admin_ ? admin_->listening_fds() : std::vector<int>{};
 }
 
 void server_operations::reopen_logs() noexcept {

@@ -44,14 +44,21 @@ public:
     void watch(std::string_view name, std::function<client_stats()> stats);
 
     /// In server::start(), before the runtime starts: opens the access log (for `loops`
-    /// loops) and starts the admin listener, each if configured. Throws startup_error.
-    void start(const config& cfg, const router& routes, std::size_t loops, const logger& log);
+    /// loops) and starts the admin listener, each if configured, the latter on `admin_fds`
+    /// (inherited, checked, owned from here on) when there are any. Throws startup_error.
+    void start(const config& cfg, const router& routes, std::size_t loops, const logger& log,
+               std::vector<int> admin_fds = {});
     /// The runtime serves: readiness may go true, /metrics reads it.
     void serving(const runtime* rt) noexcept;
     /// stop() begun: readiness false at once.
     void draining() noexcept { phase_.store(phase::draining, std::memory_order_release); }
     /// After the drain: stops the admin listener, then writes out and closes the access log.
     void stop() noexcept;
+    /// A hand-over: the admin listener's socket serves in the new process; this one stops
+    /// accepting on it at once and finishes its probes in progress.
+    void stop_admin_after_handover() noexcept;
+    /// The admin listener's listening sockets (for a hand-over); empty when it is off.
+    std::vector<int> admin_listening_fds() const;
 
     access_log* log_sink() const noexcept { return access_.get(); }
     std::atomic<std::uint64_t>& watchdog_events() noexcept { return watchdog_events_; }

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <future>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "loop/loop.h"
@@ -38,32 +40,27 @@ public:
         }
     }
 
-    void start(const socket_address& addr) override {
+    void start(const socket_address& addr, std::vector<int> adopted) override {
         const unsigned n = ctx_.cfg.io_threads;
-        // Every loop gets its own SO_REUSEPORT socket: the kernel spreads connections, and no
-        // loop ever touches another's listener. Bound here, so that errors are startup errors.
-        // SO_REUSEPORT would also let us join a port that another process (of the same user)
-        // holds with SO_REUSEPORT: a plain bind first makes "address in use" an error instead.
-        if (n > 1 && port_of(addr) != 0) {
-            ::close(open_listener(addr, reuse_port::no, 1));
+        // Owned here until the loops take them: the destructor closes what a failed start left.
+        pending_fds_ = std::move(adopted);
+        std::vector<std::vector<int>> per_loop(n);
+        if (!pending_fds_.empty()) {
+            adopt(addr, per_loop);
+        } else {
+            bind(addr, per_loop);
         }
-        for (unsigned i = 0; i < n; ++i) {
-            socket_address a = addr;
-            if (i > 0) {
-                set_port(a, port_);
-            }
-            pending_fds_.push_back(open_listener(a, n > 1 ? reuse_port::yes : reuse_port::no, 4096));
-            if (i == 0) {
-                port_ = bound_port(pending_fds_.back());
-            }
+        {
+            std::lock_guard lock(mu_);
+            listening_ = pending_fds_;
         }
         slots_.resize(n);
         std::vector<std::future<std::string>> ready;
         for (unsigned i = 0; i < n; ++i) {
             std::promise<std::string> p;
             ready.push_back(p.get_future());
-            const int fd = pending_fds_[i];
-            slots_[i].thread = std::thread([this, i, fd, p = std::move(p)]() mutable { run_loop(i, fd, p); });
+            slots_[i].thread = std::thread(
+                [this, i, fds = std::move(per_loop[i]), p = std::move(p)]() mutable { run_loop(i, fds, p); });
         }
         std::string error;
         for (auto& f : ready) {
@@ -80,9 +77,15 @@ public:
         }
     }
 
+    std::vector<int> listening_fds() const override {
+        std::lock_guard lock(mu_);
+        return listening_;
+    }
+
     void stop() noexcept override {
         std::lock_guard lock(mu_);
         stopped_ = true;
+        listening_.clear(); // the listeners close now
         for (auto& s : slots_) {
             if (s.loop != nullptr) {
                 s.loop->stop();
@@ -137,34 +140,111 @@ private:
         }
     }
 
-    void run_loop(unsigned i, int fd, std::promise<std::string>& ready) {
+    // Every loop gets its own SO_REUSEPORT socket: the kernel spreads connections, and no
+    // loop ever touches another's listener. Bound here, so that errors are startup errors.
+    void bind(const socket_address& addr, std::vector<std::vector<int>>& per_loop) {
+        const auto n = static_cast<unsigned>(per_loop.size());
+        // SO_REUSEPORT would also let us join a port that another process (of the same user)
+        // holds with SO_REUSEPORT: a plain bind first makes "address in use" an error instead.
+        if (n > 1 && port_of(addr) != 0) {
+            ::close(open_listener(addr, reuse_port::no, 1));
+        }
+        for (unsigned i = 0; i < n; ++i) {
+            socket_address a = addr;
+            if (i > 0) {
+                set_port(a, port_);
+            }
+            pending_fds_.push_back(open_listener(a, n > 1 ? reuse_port::yes : reuse_port::no, 4096));
+            per_loop[i].push_back(pending_fds_.back());
+            if (i == 0) {
+                port_ = bound_port(pending_fds_.back());
+            }
+        }
+    }
+
+    // Inherited sockets: each has a kernel queue of its own that may already hold connections,
+    // so every one of them must be accepted from (a socket nobody accepts on would hold its
+    // queue until the old process closes, and then reset it). Spread over the loops; a loop
+    // left without one joins the SO_REUSEPORT group with a new socket when the group allows it.
+    void adopt(const socket_address& addr, std::vector<std::vector<int>>& per_loop) {
+        const auto n = static_cast<unsigned>(per_loop.size());
+        const std::size_t inherited = pending_fds_.size();
+        for (std::size_t j = 0; j < inherited; ++j) {
+            per_loop[j % n].push_back(pending_fds_[j]);
+        }
+        port_ = bound_port(pending_fds_.front());
+        int reuse = 0;
+        socklen_t len = sizeof reuse;
+        ::getsockopt(pending_fds_.front(), SOL_SOCKET, SO_REUSEPORT, &reuse, &len);
+        unsigned idle = 0;
+        for (unsigned i = 0; i < n; ++i) {
+            if (!per_loop[i].empty()) {
+                continue;
+            }
+            if (reuse == 0) {
+                ++idle;
+                continue;
+            }
+            socket_address a = addr;
+            set_port(a, port_);
+            pending_fds_.push_back(open_listener(a, reuse_port::yes, 4096));
+            per_loop[i].push_back(pending_fds_.back());
+        }
+        // Not "(port N)": tools read the public port from the "listening on" line (admin.cc).
+        ctx_.log.info("adopted {} inherited listening socket{} on port {}{}", inherited,
+                      inherited == 1 ? "" : "s", port_,
+                      idle == 0 ? std::string()
+                                : ", " + std::to_string(idle) +
+                                      " loop(s) without a listener: the inherited socket has no SO_REUSEPORT "
+                                      "group to join");
+    }
+
+    void run_loop(unsigned i, const std::vector<int>& fds, std::promise<std::string>& ready) {
         const server_thread_mark mark(&ctx_);
         if (std::string error = slots_[i].open(backend_, ctx_, i, mu_); !error.empty()) {
-            ::close(fd);
+            for (int fd : fds) {
+                ::close(fd);
+            }
             ready.set_value(error);
             return;
         }
-        if (!serve(i, fd, ready)) {
-            // Only now, with the listener (which holds a reference on the loop and cancels its
-            // timer on the loop when destroyed) gone: free the loop.
+        if (!serve(i, fds, ready)) {
+            // Only now, with the listeners (which hold a reference on the loop and cancel their
+            // timers on the loop when destroyed) gone: free the loop.
             std::lock_guard lock(mu_);
             slots_[i].ctx.reset();
             slots_[i].loop.reset();
         }
     }
 
-    // Runs loop i with a listener on fd until the loop ends; false if the listener could not
-    // start (reported through ready). The listener lives exactly as long as this frame.
-    bool serve(unsigned i, int fd, std::promise<std::string>& ready) {
+    // Runs loop i with a listener on each of fds until the loop ends; false if a listener could
+    // not start (reported through ready). The listeners live exactly as long as this frame.
+    bool serve(unsigned i, const std::vector<int>& fds, std::promise<std::string>& ready) {
         loop& l = *slots_[i].loop;
         loop_context& lc = *slots_[i].ctx;
-        listener lst(l, fd, [&lc](int conn_fd) { adopt_connection(lc, conn_fd); });
-        if (!lst.start()) {
-            ready.set_value(std::string(backend_.name) + ": cannot accept on the listening socket");
-            return false;
+        std::vector<std::unique_ptr<listener>> listeners;
+        for (std::size_t k = 0; k < fds.size(); ++k) {
+            try {
+                listeners.push_back(std::make_unique<listener>(
+                    l, fds[k], [&lc](int conn_fd) { adopt_connection(lc, conn_fd); }));
+            } catch (const std::bad_alloc&) {
+                for (std::size_t rest = k; rest < fds.size(); ++rest) {
+                    ::close(fds[rest]);
+                }
+                ready.set_value("out of memory");
+                return false;
+            }
         }
-        l.on_stop([&lst, &lc] {
-            lst.close();
+        for (auto& lst : listeners) {
+            if (!lst->start()) {
+                ready.set_value(std::string(backend_.name) + ": cannot accept on the listening socket");
+                return false;
+            }
+        }
+        l.on_stop([&listeners, &lc] {
+            for (auto& lst : listeners) {
+                lst->close();
+            }
             lc.begin_shutdown();
         });
         {
@@ -187,6 +267,7 @@ private:
     mutable std::mutex mu_;
     std::vector<loop_thread> slots_;
     std::vector<int> pending_fds_;
+    std::vector<int> listening_; // under mu_: what a hand-over sends
     std::uint16_t port_ = 0;
     bool stopped_ = false;
 };

@@ -23,8 +23,13 @@ class loop;
 class runtime {
 public:
     virtual ~runtime() = default;
-    /// Binds, creates the drivers on their threads and starts serving; throws startup_error.
-    virtual void start(const socket_address& addr) = 0;
+    /// Creates the drivers on their threads and starts serving; throws startup_error. Accepts on
+    /// `adopted` (listening sockets inherited from systemd or handed over by the server this one
+    /// replaces; owned by the runtime from here on, closed on failure) when it is not empty, or
+    /// binds addr.
+    virtual void start(const socket_address& addr, std::vector<int> adopted) = 0;
+    /// The listening sockets, for a hand-over; valid until stop().
+    virtual std::vector<int> listening_fds() const = 0;
     /// Begins a graceful stop; thread-safe, idempotent.
     virtual void stop() noexcept = 0;
     /// Waits for every thread to end (after stop()).

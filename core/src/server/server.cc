@@ -1,15 +1,20 @@
 #include <pthread.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <csignal>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include <sluice/server.h>
 
 #include "server/backend_selection.h"
+#include "server/handover_endpoint.h"
+#include "server/inherited_listeners.h"
 #include "server/operations.h"
 #include "server/runtime.h"
+#include "server/server_access.h"
 #include "server/server_context.h"
 #include "server/server_thread.h"
 #include "server/socket_util.h"
@@ -23,7 +28,12 @@ class server_impl {
 public:
     server_impl(config cfg, sluice::logger log) : cfg_(std::move(cfg)), log_(std::move(log)) {}
 
-    ~server_impl() { stop(); }
+    ~server_impl() {
+        stop();
+        for (int fd : adopted_) {
+            ::close(fd); // adopted, but start() never ran or failed before taking them
+        }
+    }
 
     void route(std::string_view method, std::string_view pattern, handler h) {
         std::lock_guard lock(mu_);
@@ -56,6 +66,8 @@ public:
             tls = std::make_unique<tls_context>(cfg_.tls);
         }
         const socket_address addr = resolve_listen_address(cfg_.listen);
+        inherited taken;
+        take_listeners(addr, taken);
         ctx_ = std::make_unique<server_context>(cfg_, routes_, log_);
         tls_ = std::move(tls);
         ctx_->tls = tls_.get();
@@ -65,7 +77,7 @@ public:
         const std::size_t loops = backend_->traits.connection_per_thread
                                       ? std::size_t{cfg_.blocking.threads} + 1
                                       : std::size_t{cfg_.io_threads};
-        ops_.start(cfg_, routes_, loops, log_);
+        ops_.start(cfg_, routes_, loops, log_, std::exchange(taken.admin, {}));
         ctx_->collect_metrics = !cfg_.admin.listen.empty();
         ctx_->access = ops_.log_sink();
         if (cfg_.dispatch == dispatch_mode::pool) {
@@ -75,8 +87,15 @@ public:
         runtime_ = backend_->traits.connection_per_thread ? make_thread_runtime(*backend_, *ctx_)
                                                           : make_reactor_runtime(*backend_, *ctx_);
         try {
-            runtime_->start(addr);
+            // A first start claims the hand-over path before it serves, so that a path it cannot
+            // use is a startup error; a takeover claims it only once serving (below), so that a
+            // failed start leaves the path to the old server, which still serves.
+            if (!cfg_.handover_socket.empty() && !taken.from) {
+                start_handover_endpoint();
+            }
+            runtime_->start(addr, std::exchange(taken.main, {}));
         } catch (...) {
+            handover_.reset();
             ops_.stop();
             runtime_.reset();
             workers_.reset();
@@ -90,8 +109,21 @@ public:
             }
         }
         ops_.serving(runtime_.get());
+        serving_.store(true, std::memory_order_release);
         started_ = true;
         running_ = true;
+        if (taken.from) {
+            // The old server stops accepting and drains: its listening sockets live on here.
+            taken.from->acknowledge(log_);
+            taken.from.reset();
+            try {
+                start_handover_endpoint();
+            } catch (const startup_error& e) {
+                // Serving matters more than the next restart: say why that one will bind.
+                log_.error("{}: the next restart cannot take over and will have to bind", e.what());
+                handover_.reset();
+            }
+        }
         if (backend_->traits.connection_per_thread) {
             log_.info(
                 "listening on {} (port {}): backend {}, {} connection threads, accept queue {}, dispatch {}",
@@ -121,11 +153,11 @@ public:
         }
         stopping_ = true;
         lock.unlock();
-        // Readiness goes false before the listeners close, so a balancer that probes /readyz
-        // stops sending new connections while the ones in progress drain.
-        ops_.draining();
-        watchdog_.reset();
-        runtime_->stop();
+        // No hand-over may send listening sockets that are about to close.
+        if (handover_) {
+            handover_->stop();
+        }
+        begin_drain();
         // A stop() from a handler runs on a loop thread, which cannot join itself: hand the
         // joining to a thread of its own.
         if (in_server_thread()) {
@@ -149,9 +181,159 @@ public:
     bool ready() const { return ops_.not_ready().empty(); }
     std::uint16_t admin_port() const noexcept { return ops_.admin_port(); }
 
+    void adopt(std::vector<int> fds) {
+        std::lock_guard lock(mu_);
+        adopted_ = std::move(fds);
+    }
+    std::vector<int> listening_fds() const {
+        return serving_.load(std::memory_order_acquire) ? runtime_->listening_fds() : std::vector<int>{};
+    }
+    void set_stop_waker(std::function<void()> w) {
+        std::lock_guard lock(mu_);
+        wake_on_handover_ = std::move(w);
+    }
+
+    /// After a hand-over (on the hand-over endpoint's thread): the listeners serve in the new
+    /// process; stop as stop() does, without waiting here, and keep idle keep-alive
+    /// connections for one more response (server_context::drain_idle_after_response).
+    void stop_after_handover() noexcept {
+        std::function<void()> wake;
+        {
+            std::lock_guard lock(mu_);
+            if (!running_ || stopping_) {
+                return;
+            }
+            stopping_ = true;
+            wake = wake_on_handover_;
+        }
+        ctx_->drain_idle_after_response.store(true, std::memory_order_relaxed);
+        // Probes must reach the new process only: a balancer that saw this one's "draining"
+        // now and then would take the address out.
+        ops_.stop_admin_after_handover();
+        begin_drain();
+        try {
+            std::thread([this] { finish_stop(); }).detach();
+        } catch (const std::system_error&) {
+            finish_stop(); // the endpoint detaches its own thread when stopped from it
+        }
+        if (wake) {
+            wake();
+        }
+    }
+
 private:
+    struct inherited {
+        std::vector<int> main;
+        std::vector<int> admin;
+        std::optional<takeover> from; // acknowledged once serving
+        inherited() = default;
+        inherited(const inherited&) = delete;
+        inherited& operator=(const inherited&) = delete;
+        ~inherited() {
+            for (int fd : main) {
+                ::close(fd);
+            }
+            for (int fd : admin) {
+                ::close(fd);
+            }
+        }
+    };
+
+    // The listening sockets this server does not bind: given by the core (the admin server of a
+    // hand-over), inherited from systemd, or handed over by the server at handover_socket.
+    void take_listeners(const socket_address& addr, inherited& out) {
+        if (!adopted_.empty()) {
+            out.main = std::exchange(adopted_, {}); // checked by the server that took them over
+            return;
+        }
+        std::optional<socket_address> admin_addr;
+        if (!cfg_.admin.listen.empty()) {
+            try {
+                admin_addr = resolve_listen_address(cfg_.admin.listen);
+            } catch (const startup_error& e) {
+                throw startup_error("admin.listen", e.what());
+            }
+        }
+        std::vector<handed_fd> fds = systemd_listeners(std::span<const char* const>(environ, environ_size()),
+                                                       addr, admin_addr ? &*admin_addr : nullptr);
+        std::string_view key = "LISTEN_FDS";
+        if (fds.empty() && !cfg_.handover_socket.empty()) {
+            key = "handover_socket";
+            out.from = take_over(cfg_.handover_socket, log_);
+            if (out.from) {
+                fds = std::exchange(out.from->fds, {});
+            }
+        }
+        out.main = fds_of(fds, listener_role::main);
+        out.admin = fds_of(fds, listener_role::admin);
+        if (fds.empty()) {
+            return;
+        }
+        if (!admin_addr && !out.admin.empty()) {
+            // admin.listen was unset for this start: that listener ends with the old process.
+            log_.info("{}: an admin listening socket was passed, but admin.listen is unset: closing it", key);
+            for (int fd : std::exchange(out.admin, {})) {
+                ::close(fd);
+            }
+        }
+        if (out.main.empty()) {
+            throw startup_error(std::string(key),
+                                "no listening socket for listen (" + cfg_.listen + ") was passed");
+        }
+        for (int fd : out.main) {
+            if (std::string why = check_inherited(fd, addr); !why.empty()) {
+                throw startup_error(std::string(key), why + " (listen = " + cfg_.listen + ")");
+            }
+        }
+        for (int fd : out.admin) {
+            if (std::string why = check_inherited(fd, *admin_addr); !why.empty()) {
+                throw startup_error(std::string(key), why + " (admin.listen = " + cfg_.admin.listen + ")");
+            }
+        }
+    }
+
+    static std::size_t environ_size() noexcept {
+        std::size_t n = 0;
+        while (environ[n] != nullptr) {
+            ++n;
+        }
+        return n;
+    }
+
+    void start_handover_endpoint() {
+        handover_ = std::make_unique<handover_endpoint>(
+            cfg_.handover_socket, log_,
+            [this] {
+                std::vector<handed_fd> out;
+                for (int fd : listening_fds()) {
+                    out.push_back({listener_role::main, fd});
+                }
+                if (out.empty()) {
+                    return out; // not serving (yet, or any more)
+                }
+                for (int fd : ops_.admin_listening_fds()) {
+                    out.push_back({listener_role::admin, fd});
+                }
+                return out;
+            },
+            [this] { stop_after_handover(); });
+        handover_->start();
+    }
+
+    // Readiness goes false before the listeners close, so a balancer that probes /readyz
+    // stops sending new connections while the ones in progress drain.
+    void begin_drain() noexcept {
+        serving_.store(false, std::memory_order_release);
+        ops_.draining();
+        watchdog_.reset();
+        runtime_->stop();
+    }
+
     void finish_stop() noexcept {
         runtime_->join();
+        if (handover_) {
+            handover_->stop(); // after a hand-over: joins the endpoint's thread, which has returned
+        }
         if (workers_) {
             workers_->stop();
         }
@@ -180,6 +362,10 @@ private:
     std::unique_ptr<worker_pool> workers_;
     std::unique_ptr<runtime> runtime_;
     std::unique_ptr<watchdog> watchdog_;
+    std::unique_ptr<handover_endpoint> handover_;
+    std::vector<int> adopted_;
+    std::function<void()> wake_on_handover_;
+    std::atomic<bool> serving_{false};
     bool started_ = false;
     bool running_ = false;
     bool stopping_ = false;
@@ -224,10 +410,22 @@ void server::run_until_signal() {
     sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
+    // A hand-over stops the server from the hand-over thread; this thread then waits for the
+    // drain as after SIGTERM, so that the process exits 0 once it ends.
+    impl_->set_stop_waker([self = pthread_self()] { pthread_kill(self, SIGTERM); });
     start();
     int sig = 0;
     for (;;) {
-        sigwait(&set, &sig);
+        siginfo_t info{};
+        sig = sigwaitinfo(&set, &info);
+        if (sig < 0) {
+            continue; // EINTR
+        }
+        if (sig == SIGTERM && info.si_code == SI_TKILL && info.si_pid == ::getpid()) {
+            impl_->log().info("handed over: waiting for the drain");
+            stop();
+            return;
+        }
         if (sig != SIGUSR1) {
             break;
         }
@@ -259,6 +457,18 @@ bool server::ready() const noexcept {
     } catch (...) {
         return false;
     }
+}
+
+void detail::server_access::adopt(server& s, std::vector<int> fds) {
+    s.impl_->adopt(std::move(fds));
+}
+
+std::vector<int> detail::server_access::listening_fds(const server& s) {
+    return s.impl_->listening_fds();
+}
+
+void detail::server_access::stop_after_handover(server& s) noexcept {
+    s.impl_->stop_after_handover();
 }
 
 std::uint16_t server::admin_port() const noexcept {

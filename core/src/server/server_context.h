@@ -31,6 +31,11 @@ struct server_context {
     /// about to hold a connection: responses then close their connection (once the requests
     /// already pipelined are answered) so the waiting ones get a turn (Tomcat BIO).
     std::atomic<bool> keepalive_pressure{false};
+    /// Set before the runtime stops after a hand-over (handover.h): the listening sockets live
+    /// on in the new process, so an idle keep-alive connection is not closed at once (a request
+    /// the client sends meanwhile would meet a reset) but answered once more, with
+    /// Connection: close; those that stay idle close when the drain ends (shutdown_timeout_ms).
+    std::atomic<bool> drain_idle_after_response{false};
 };
 
 } // namespace sluice::detail

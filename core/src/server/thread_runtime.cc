@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -50,9 +51,21 @@ public:
         }
     }
 
-    void start(const socket_address& addr) override {
-        const int fd = open_listener(addr, reuse_port::no, 4096);
-        port_ = bound_port(fd);
+    void start(const socket_address& addr, std::vector<int> adopted) override {
+        // One acceptor loop accepts on every socket: inherited ones (each with a kernel queue of
+        // its own that must be emptied), or the one bound here.
+        std::vector<int> fds = std::move(adopted);
+        if (fds.empty()) {
+            fds.push_back(open_listener(addr, reuse_port::no, 4096));
+        } else {
+            ctx_.log.info("adopted {} inherited listening socket{} on port {}", fds.size(),
+                          fds.size() == 1 ? "" : "s", bound_port(fds.front()));
+        }
+        port_ = bound_port(fds.front());
+        {
+            std::lock_guard lock(mu_);
+            listening_ = fds;
+        }
         const std::uint32_t n = ctx_.cfg.blocking.threads;
         workers_.resize(n);
         std::vector<std::future<std::string>> ready;
@@ -63,7 +76,8 @@ public:
         }
         std::promise<std::string> p;
         ready.push_back(p.get_future());
-        acceptor_thread_ = std::thread([this, fd, p = std::move(p)]() mutable { run_acceptor(fd, p); });
+        acceptor_thread_ =
+            std::thread([this, fds = std::move(fds), p = std::move(p)]() mutable { run_acceptor(fds, p); });
         std::string error;
         for (auto& f : ready) {
             std::string e = f.get();
@@ -84,13 +98,16 @@ public:
             return;
         }
         stopped_ = true;
+        listening_.clear(); // the listeners close now
+        // After a hand-over the connections already accepted, queued or not, are served: the
+        // threads stop once the acceptor has ended and the queue is empty. Otherwise at once,
+        // and what is queued is closed.
+        graceful_ = ctx_.drain_idle_after_response.load(std::memory_order_relaxed);
         if (acceptor_ != nullptr) {
             acceptor_->stop();
         }
-        for (auto& w : workers_) {
-            if (w.loop != nullptr) {
-                w.loop->stop();
-            }
+        if (!graceful_ || (acceptor_done_ && queue_.empty())) {
+            stop_workers();
         }
         queue_cv_.notify_all();
         space_cv_.notify_all();
@@ -123,23 +140,48 @@ public:
 
     std::vector<const loop*> watched_loops() const override { return {}; }
 
+    std::vector<int> listening_fds() const override {
+        std::lock_guard lock(mu_);
+        return listening_;
+    }
+
 private:
-    void run_acceptor(int fd, std::promise<std::string>& ready) {
+    void run_acceptor(const std::vector<int>& fds, std::promise<std::string>& ready) {
         const server_thread_mark mark(&ctx_);
         std::string error;
         auto driver = backend_.create(driver_options_for(ctx_, 0), error);
         if (driver == nullptr) {
-            ::close(fd);
+            for (int fd : fds) {
+                ::close(fd);
+            }
             ready.set_value(error);
             return;
         }
         loop l(std::move(driver), ctx_.log, 0);
-        listener lst(l, fd, [this](int conn_fd) { enqueue(conn_fd); });
-        if (!lst.start()) {
-            ready.set_value(std::string(backend_.name) + ": cannot accept on the listening socket");
-            return;
+        std::vector<std::unique_ptr<listener>> listeners;
+        for (std::size_t k = 0; k < fds.size(); ++k) {
+            try {
+                listeners.push_back(
+                    std::make_unique<listener>(l, fds[k], [this](int conn_fd) { enqueue(conn_fd); }));
+            } catch (const std::bad_alloc&) {
+                for (std::size_t rest = k; rest < fds.size(); ++rest) {
+                    ::close(fds[rest]);
+                }
+                ready.set_value("out of memory");
+                return;
+            }
         }
-        l.on_stop([&lst] { lst.close(); });
+        for (auto& lst : listeners) {
+            if (!lst->start()) {
+                ready.set_value(std::string(backend_.name) + ": cannot accept on the listening socket");
+                return;
+            }
+        }
+        l.on_stop([&listeners] {
+            for (auto& lst : listeners) {
+                lst->close();
+            }
+        });
         {
             std::lock_guard lock(mu_);
             acceptor_ = &l;
@@ -151,6 +193,24 @@ private:
         l.run();
         std::lock_guard lock(mu_);
         acceptor_ = nullptr;
+        acceptor_done_ = true;
+        if (queue_.empty()) {
+            stop_workers(); // (a graceful stop waited for the acceptor)
+        }
+    }
+
+    // Under mu_, once stopped_.
+    void stop_workers() {
+        if (workers_stopped_ || !stopped_) {
+            return;
+        }
+        workers_stopped_ = true;
+        for (auto& w : workers_) {
+            if (w.loop != nullptr) {
+                w.loop->stop();
+            }
+        }
+        queue_cv_.notify_all();
     }
 
     // On the acceptor's thread: blocks while accept_queue connections wait (the acceptor stops
@@ -167,7 +227,7 @@ private:
         } else {
             space_cv_.wait(lock, [this] { return stopped_ || has_room(); });
         }
-        if (stopped_) {
+        if (stopped_ && !graceful_) {
             ::close(fd);
             return;
         }
@@ -215,7 +275,7 @@ private:
         l.on_stop([&lc] { lc.begin_shutdown(); });
         {
             std::lock_guard lock(mu_);
-            if (stopped_) {
+            if (workers_stopped_) {
                 l.stop();
             }
         }
@@ -224,13 +284,16 @@ private:
             int fd = -1;
             {
                 std::unique_lock lock(mu_);
-                queue_cv_.wait(lock, [this] { return stopped_ || !queue_.empty(); });
-                if (stopped_) {
+                queue_cv_.wait(lock, [this] { return workers_stopped_ || !queue_.empty(); });
+                if (workers_stopped_) {
                     break;
                 }
                 fd = queue_.front();
                 queue_.pop_front();
                 ++busy_; // the connection moves from the queue to this thread: room is unchanged
+                if (queue_.empty() && acceptor_done_) {
+                    stop_workers(); // a graceful stop: this was the last (its drain follows)
+                }
             }
             // The loop last read the clock before this thread waited for a connection, maybe
             // long ago: the head deadline must run from now.
@@ -254,12 +317,16 @@ private:
     std::condition_variable queue_cv_;
     std::condition_variable space_cv_;
     std::deque<int> queue_;
+    std::vector<int> listening_; // under mu_: what a hand-over sends
     std::vector<loop_thread> workers_;
     loop* acceptor_ = nullptr;
     std::thread acceptor_thread_;
     std::uint16_t port_ = 0;
     std::uint32_t busy_ = 0; // threads serving a connection
     bool stopped_ = false;
+    bool graceful_ = false;        // stopped after a hand-over: serve what was accepted
+    bool acceptor_done_ = false;   // the acceptor's loop has ended
+    bool workers_stopped_ = false; // the connection threads' loops were told to stop
     std::atomic<std::uint64_t> refused_total_{0};
     std::uint64_t refused_unlogged_ = 0; // acceptor thread only
     std::chrono::steady_clock::time_point refused_logged_at_{};

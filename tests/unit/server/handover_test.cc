@@ -1,0 +1,241 @@
+// The hand-over protocol (handover.h) over a socketpair: descriptors and their roles arrive
+// intact, and every malformed, silent or vanished peer ends in an error (or "peer left")
+// within the deadline, with no descriptor left open.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sluice/error.h>
+
+#include "server/handover.h"
+#include "server/inherited_listeners.h"
+#include "server/socket_util.h"
+
+namespace sluice::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::ack_result;
+using detail::handed_fd;
+using detail::listener_role;
+
+std::size_t open_fds() {
+    std::size_t n = 0;
+    if (DIR* d = ::opendir("/proc/self/fd")) {
+        while (::readdir(d) != nullptr) {
+            ++n;
+        }
+        ::closedir(d);
+    }
+    return n;
+}
+
+struct pair {
+    int old_side = -1;
+    int new_side = -1;
+    pair() {
+        int sv[2];
+        EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        old_side = sv[0];
+        new_side = sv[1];
+    }
+    ~pair() {
+        close_old();
+        if (new_side >= 0) {
+            ::close(new_side);
+        }
+    }
+    void close_old() {
+        if (old_side >= 0) {
+            ::close(old_side);
+            old_side = -1;
+        }
+    }
+};
+
+int listening_socket() {
+    return detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"), detail::reuse_port::no, 16);
+}
+
+auto soon(std::chrono::milliseconds d = 2s) {
+    return std::chrono::steady_clock::now() + d;
+}
+
+TEST(handover_protocol, listeners_and_their_roles_arrive_as_the_same_sockets) {
+    const int a = listening_socket();
+    const int b = listening_socket();
+    pair p;
+    const handed_fd sent[] = {{listener_role::main, a}, {listener_role::admin, b}};
+    ASSERT_EQ(detail::send_listeners(p.old_side, sent), 0);
+    auto got = detail::receive_listeners(p.new_side, soon());
+    ASSERT_EQ(got.error, "");
+    ASSERT_EQ(got.fds.size(), 2u);
+    EXPECT_EQ(got.fds[0].role, listener_role::main);
+    EXPECT_EQ(got.fds[1].role, listener_role::admin);
+    EXPECT_NE(got.fds[0].fd, a) << "a new descriptor for the same socket";
+    EXPECT_EQ(detail::bound_port(got.fds[0].fd), detail::bound_port(a));
+    EXPECT_EQ(detail::bound_port(got.fds[1].fd), detail::bound_port(b));
+    EXPECT_NE(::fcntl(got.fds[0].fd, F_GETFD) & FD_CLOEXEC, 0) << "received descriptors are close-on-exec";
+    detail::close_all(got.fds);
+    ::close(a);
+    ::close(b);
+}
+
+TEST(handover_protocol, a_peer_that_closes_without_sending_has_left) {
+    pair p;
+    p.close_old();
+    auto got = detail::receive_listeners(p.new_side, soon());
+    EXPECT_TRUE(got.peer_left);
+    EXPECT_NE(got.error, "");
+    EXPECT_TRUE(got.fds.empty());
+}
+
+TEST(handover_protocol, a_silent_peer_times_out_at_the_deadline) {
+    pair p;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto got = detail::receive_listeners(p.new_side, soon(200ms));
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_FALSE(got.peer_left);
+    EXPECT_NE(got.error.find("in time"), std::string::npos) << got.error;
+    EXPECT_GE(took, 190ms);
+    EXPECT_LT(took, 2s);
+}
+
+TEST(handover_protocol, a_peer_that_is_not_sluice_is_refused) {
+    pair p;
+    ASSERT_EQ(::send(p.old_side, "HTTP/1.1 200 OK\r\n\r\n", 19, 0), 19);
+    auto got = detail::receive_listeners(p.new_side, soon());
+    EXPECT_FALSE(got.peer_left);
+    EXPECT_NE(got.error.find("not a sluice server"), std::string::npos) << got.error;
+}
+
+TEST(handover_protocol, a_message_whose_roles_and_descriptors_disagree_is_refused) {
+    pair p;
+    ASSERT_EQ(::send(p.old_side, "SLUICE-HANDOVER/1 LL", 20, 0), 20);
+    auto got = detail::receive_listeners(p.new_side, soon());
+    EXPECT_NE(got.error.find("names 2 listeners but carries 0"), std::string::npos) << got.error;
+    EXPECT_TRUE(got.fds.empty());
+}
+
+TEST(handover_protocol, an_unknown_listener_kind_is_refused_without_leaking_the_descriptor) {
+    const int a = listening_socket();
+    pair p;
+    // A well-formed message but for its role letter: built by hand, with the descriptor.
+    char text[] = "SLUICE-HANDOVER/1 X";
+    iovec iov{text, sizeof text - 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &a, sizeof a);
+    ASSERT_GT(::sendmsg(p.old_side, &msg, 0), 0);
+    const std::size_t before = open_fds();
+    auto got = detail::receive_listeners(p.new_side, soon());
+    EXPECT_NE(got.error.find("unknown listener kind"), std::string::npos) << got.error;
+    EXPECT_TRUE(got.fds.empty());
+    EXPECT_EQ(open_fds(), before) << "the received descriptor was closed";
+    ::close(a);
+}
+
+TEST(handover_protocol, nothing_or_too_much_to_send_is_refused) {
+    pair p;
+    EXPECT_EQ(detail::send_listeners(p.old_side, {}), -E2BIG);
+    std::vector<handed_fd> many(detail::max_handed_fds + 1, handed_fd{listener_role::main, p.old_side});
+    EXPECT_EQ(detail::send_listeners(p.old_side, many), -E2BIG);
+}
+
+TEST(handover_protocol, the_old_side_tells_every_answer_apart) {
+    {
+        pair p;
+        ASSERT_EQ(detail::send_ack(p.new_side), 0);
+        EXPECT_EQ(detail::wait_ack(p.old_side, -1, soon()), ack_result::acknowledged);
+    }
+    {
+        pair p;
+        ASSERT_EQ(::send(p.new_side, "NO", 2, 0), 2);
+        EXPECT_EQ(detail::wait_ack(p.old_side, -1, soon()), ack_result::garbage);
+    }
+    {
+        pair p;
+        ::close(p.new_side);
+        p.new_side = -1;
+        EXPECT_EQ(detail::wait_ack(p.old_side, -1, soon()), ack_result::closed);
+    }
+    {
+        pair p;
+        const auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(detail::wait_ack(p.old_side, -1, soon(150ms)), ack_result::timed_out);
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+    }
+    {
+        pair p;
+        const int wake = ::eventfd(1, EFD_CLOEXEC);
+        EXPECT_EQ(detail::wait_ack(p.old_side, wake, soon(10s)), ack_result::interrupted);
+        ::close(wake);
+    }
+}
+
+TEST(inherited_listeners, a_socket_is_checked_against_the_configured_address) {
+    const int fd = listening_socket();
+    const std::uint16_t port = detail::bound_port(fd);
+    // Blocking, as systemd passes them: the check makes it non-blocking.
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    EXPECT_EQ(detail::check_inherited(fd, detail::resolve_listen_address("127.0.0.1:0")), "");
+    EXPECT_NE(::fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+    EXPECT_EQ(
+        detail::check_inherited(fd, detail::resolve_listen_address("127.0.0.1:" + std::to_string(port))), "");
+    const std::string other = detail::check_inherited(
+        fd, detail::resolve_listen_address("127.0.0.1:" + std::to_string(port == 65535 ? 1 : port + 1)));
+    EXPECT_NE(other.find("listens on 127.0.0.1:" + std::to_string(port)), std::string::npos) << other;
+    EXPECT_NE(detail::check_inherited(fd, detail::resolve_listen_address("[::1]:0")), "");
+    ::close(fd);
+    const int udp = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    EXPECT_NE(
+        detail::check_inherited(udp, detail::resolve_listen_address("127.0.0.1:0")).find("not a listening"),
+        std::string::npos);
+    ::close(udp);
+    const int unbound = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_NE(detail::check_inherited(unbound, detail::resolve_listen_address("127.0.0.1:0")), "");
+    ::close(unbound);
+}
+
+TEST(inherited_listeners, systemd_variables_for_another_process_are_ignored) {
+    const auto addr = detail::resolve_listen_address("127.0.0.1:0");
+    const std::string other_pid = "LISTEN_PID=" + std::to_string(::getpid() + 1);
+    const char* env[] = {other_pid.c_str(), "LISTEN_FDS=1"};
+    EXPECT_TRUE(detail::systemd_listeners(env, addr, nullptr).empty());
+    const char* none[] = {"PATH=/bin"};
+    EXPECT_TRUE(detail::systemd_listeners(none, addr, nullptr).empty());
+}
+
+TEST(inherited_listeners, a_bad_systemd_count_is_a_startup_error_naming_listen_fds) {
+    const auto addr = detail::resolve_listen_address("127.0.0.1:0");
+    const std::string pid = "LISTEN_PID=" + std::to_string(::getpid());
+    for (const char* count : {"LISTEN_FDS=0", "LISTEN_FDS=x", "LISTEN_FDS=1x", "LISTEN_FDS=999"}) {
+        const char* env[] = {pid.c_str(), count};
+        try {
+            detail::systemd_listeners(env, addr, nullptr);
+            ADD_FAILURE() << count << " was accepted";
+        } catch (const startup_error& e) {
+            EXPECT_EQ(e.key(), "LISTEN_FDS") << count;
+        }
+    }
+}
+
+} // namespace
+} // namespace sluice::testing
