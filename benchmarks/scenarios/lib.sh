@@ -178,6 +178,8 @@ bench_start_app() {
 # bench_write_nginx_conf PREFIX PORT WORKERS [EXTRA_LOCATIONS [EXTRA_HTTP]] (EXTRA_HTTP: blocks of the
 # http context, e.g. an upstream {} for proxy_pass)
 # NGINX_LOAD_MODULES (unset): lines put first, e.g. "load_module /usr/lib/nginx/modules/x.so;".
+# NGINX_LISTEN_OPTS (unset): more parameters of the listen directive, e.g. "ssl" (the ssl_*
+# directives then go in EXTRA_LOCATIONS, which is inside the server {} block).
 bench_write_nginx_conf() {
     local prefix=$1 port=$2 workers=$3 extra=${4:-} http_extra=${5:-}
     mkdir -p "$prefix/logs" "$prefix/tmp"
@@ -201,7 +203,7 @@ http {
     scgi_temp_path $prefix/tmp/scgi;
 $http_extra
     server {
-        listen 127.0.0.1:$port backlog=4096;
+        listen 127.0.0.1:$port backlog=4096${NGINX_LISTEN_OPTS:+ $NGINX_LISTEN_OPTS};
         location / {
             default_type text/plain;
             return 200 "Hello, World!";
@@ -366,4 +368,40 @@ bench_report() {
     python3 "$BENCHLIB" report "$kind" "$BENCH_TMP/rows.jsonl" "$meta" "$base"
     echo
     echo "results: $base.json, $base.md"
+}
+
+# --- TLS ---------------------------------------------------------------------------------------
+
+# bench_make_cert DIR -> DIR/cert.pem, DIR/key.pem: a self-signed ECDSA P-256 certificate for
+# localhost, made for this run (the key never leaves the run's temp dir).
+bench_make_cert() {
+    local dir=$1
+    timeout 20 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$dir/key.pem" \
+        -out "$dir/cert.pem" -days 2 -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+        >/dev/null 2>&1 || bench_die "openssl could not make a test certificate"
+    chmod 600 "$dir/key.pem"
+}
+
+# The TLS 1.2 suites of both servers in the TLS runs: sluice's default (tls_context.cc).
+BENCH_TLS12_CIPHERS="ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+# bench_nginx_tls_server DIR: the ssl_* directives of nginx's server {} with DIR's certificate,
+# the same suites as sluice, a session cache and tickets (nginx's default), as sluice has.
+bench_nginx_tls_server() {
+    cat <<EOF2
+        ssl_certificate $1/cert.pem;
+        ssl_certificate_key $1/key.pem;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_ciphers $BENCH_TLS12_CIPHERS;
+        ssl_prefer_server_ciphers on;
+        ssl_session_cache shared:SSL:10m;
+        ssl_session_timeout 1h;
+EOF2
+}
+
+# 0 if GET https URL (any certificate) answers 200 within 5 s.
+bench_healthy_tls() {
+    local code
+    code=$(curl -sk -o /dev/null -m 5 -w '%{http_code}' "$1" 2>/dev/null || true)
+    [[ $code == 200 ]]
 }

@@ -35,7 +35,10 @@
 # IO_THREADS (1: the gateway's I/O loops on epoll/uring), BLOCKING_THREADS (500: the gateway's
 # threads on blocking), POOL_SIZE (USERS: upstream connections per loop), WRK_THREADS (2),
 # UPSTREAM_BACKEND (epoll: the slow backend's), UPSTREAM_IO_THREADS (1), LOAD_TOOL (wrk, or
-# sluice-load), RAMP_UP_S (0: sluice-load only; wrk always opens every connection at once).
+# sluice-load), RAMP_UP_S (0: sluice-load only; wrk always opens every connection at once),
+# DOWNSTREAM_TLS (0; 1: the gateway's listener speaks TLS with an ECDSA P-256 certificate made for
+# the run, and wrk connects with https; nginx:proxy gets the same certificate and suites; the
+# upstream side stays plaintext. wrk only: sluice-load has no TLS).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -62,6 +65,8 @@ CASES=${CASES:-"epoll:async epoll:resume epoll:co uring:async uring:resume uring
 PLOT=${PLOT:-1}
 LOAD_TOOL=${LOAD_TOOL:-wrk}
 RAMP_UP_S=${RAMP_UP_S:-0}
+DOWNSTREAM_TLS=${DOWNSTREAM_TLS:-0}
+SCHEME=$([[ $DOWNSTREAM_TLS == 1 ]] && echo https || echo http)
 SAMPLER="$BENCH_DIR/scenarios/stats_sampler.py"
 # Debian's matplotlib is in the system python, not necessarily in the first python3 on PATH.
 PLOT_PYTHON=${PLOT_PYTHON:-$([[ -x /usr/bin/python3 ]] && echo /usr/bin/python3 || echo python3)}
@@ -142,6 +147,12 @@ start_nginx_gateway() {
             proxy_read_timeout 60s;
             proxy_connect_timeout 2s;
         }"
+    if [[ $DOWNSTREAM_TLS == 1 ]]; then
+        locations="$(bench_nginx_tls_server "$BENCH_TMP")
+$locations"
+        NGINX_LISTEN_OPTS=ssl bench_start_nginx "$log" "$port" "$IO_THREADS" "$locations" "$http_extra"
+        return
+    fi
     bench_start_nginx "$log" "$port" "$IO_THREADS" "$locations" "$http_extra"
 }
 
@@ -153,6 +164,7 @@ start_gateway() {
     fi
     local args=(--upstream "127.0.0.1:$UPSTREAM_PORT" --pool-size "$POOL_SIZE" --backend "$backend"
         --set log_level=warn --set limits.max_connections=20000)
+    [[ $DOWNSTREAM_TLS == 1 ]] && args+=(--set "tls.cert=$BENCH_TMP/cert.pem" --set "tls.key=$BENCH_TMP/key.pem")
     if [[ $backend == blocking ]]; then
         # Every user waits for a thread (as in the published runs) instead of being turned away.
         args+=(--threads "$BLOCKING_THREADS" --set "blocking.accept_queue=$USERS")
@@ -175,7 +187,7 @@ run_case() {
     local row=("backend=str:$backend" "style=str:$style" "users=$USERS" "delay_ms=$DELAY_MS" "model_tps=$model"
         "pool_size=$POOL_SIZE"
         "threads_cfg=$([[ $backend == blocking ]] && echo "$BLOCKING_THREADS" || echo "$IO_THREADS")"
-        "load_tool=str:$LOAD_TOOL" "ramp_up_s=$RAMP_UP_S")
+        "load_tool=str:$LOAD_TOOL" "ramp_up_s=$RAMP_UP_S" "downstream_tls=$DOWNSTREAM_TLS")
     bench_alive "$UPSTREAM_PID" || bench_die "sluice-slow-backend (pid $UPSTREAM_PID) died"
     if ! start_gateway "$backend" "$style" "$port"; then
         bench_say "$spec skipped: $SERVER_ERROR"
@@ -186,7 +198,9 @@ run_case() {
     # shellcheck disable=SC2153 # MEM_PIDS is set by bench_start_app / bench_start_nginx (lib.sh)
     read -r -a mem_pids <<<"$MEM_PIDS"
     [[ $backend == nginx ]] && mem_pids=("$SERVER_PID" "${mem_pids[@]}") # master + workers, as ps shows nginx
-    bench_healthy "http://127.0.0.1:$port/api/$style/work?ms=1" ||
+    local healthy=bench_healthy
+    [[ $DOWNSTREAM_TLS == 1 ]] && healthy=bench_healthy_tls
+    $healthy "$SCHEME://127.0.0.1:$port/api/$style/work?ms=1" ||
         bench_say "$spec: the gateway did not answer a first /api/$style/work?ms=1 with 200"
     reset_backend
     local rss_idle
@@ -194,7 +208,7 @@ run_case() {
     python3 "$SAMPLER" --port "$UPSTREAM_PORT" --duration "$DURATION" >"$out.samples" 2>"$out.samples.err" &
     local sampler=$!
     STARTED_PIDS+=("$sampler")
-    local url="http://127.0.0.1:$port/api/$style/work?ms=$DELAY_MS"
+    local url="$SCHEME://127.0.0.1:$port/api/$style/work?ms=$DELAY_MS"
     if [[ $LOAD_TOOL == sluice-load ]]; then
         load_sluice "$out" "$url" &
     else
@@ -237,11 +251,17 @@ run_case() {
 main() {
     bench_init s1_gateway
     for k in USERS_LIST DELAY_MS DURATION WINDOW_START_S IO_THREADS BLOCKING_THREADS POOL_SIZE_CFG WRK_THREADS LOAD_TOOL RAMP_UP_S \
-        UPSTREAM_BACKEND UPSTREAM_IO_THREADS; do
+        UPSTREAM_BACKEND UPSTREAM_IO_THREADS DOWNSTREAM_TLS; do
         bench_param "$k" "${!k}"
     done
     bench_param CASES "$CASES"
     bench_param WINDOW "${WINDOW_START_S}-$(window_end) s"
+    if [[ $DOWNSTREAM_TLS == 1 ]]; then
+        [[ $LOAD_TOOL == wrk ]] || bench_die "DOWNSTREAM_TLS=1 needs LOAD_TOOL=wrk (sluice-load speaks http:// only)"
+        bench_make_cert "$BENCH_TMP"
+        bench_note "Downstream TLS: the gateway's listener speaks TLS (ECDSA P-256, made for the run; TLS 1.3);" \
+            "wrk's connections are https, each one handshake at the start; the upstream side is plaintext."
+    fi
     start_upstream
     local spec n=0 total
     total=$(($(wc -w <<<"$USERS_LIST") * $(wc -w <<<"$CASES")))

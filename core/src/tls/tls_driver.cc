@@ -213,6 +213,13 @@ void tls_driver::close(int fd, void* owner) noexcept {
                 ::send(fd, s->queued.data(), s->queued.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         }
     }
+    // SSL_free drops a session whose connection it thinks ended badly (no close_notify sent)
+    // from the session cache. The peer closing first (close_notify or a bare FIN, the usual end
+    // of keep-alive) is not bad (RFC 4346 dropped that rule), so such a session stays resumable
+    // by ID, as on nginx; after a TLS error or a reset OpenSSL's rule stands.
+    if (!s->handshaking && (!s->has_final || s->final == 0)) {
+        SSL_set_shutdown(s->ssl, SSL_get_shutdown(s->ssl) | SSL_SENT_SHUTDOWN);
+    }
     inner_->close(fd, tagged(s));
 }
 
