@@ -1,3 +1,5 @@
+// tls.ktls = true on a machine without kTLS (this one: no tls ULP): the probe is logged and
+// userspace TLS serves as before.
 #include <gtest/gtest.h>
 
 #include "support/backend_matrix.h"
@@ -6,8 +8,6 @@
 namespace sluice::test {
 namespace {
 
-// tls.ktls = true on a machine without kTLS (this one: no tls ULP): the probe is logged and
-// userspace TLS serves as before.
 class tls_ktls_test : public backend_test {};
 
 TEST_P(tls_ktls_test, without_kernel_support_the_server_logs_the_fallback_and_serves) {
