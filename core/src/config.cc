@@ -279,6 +279,47 @@ std::string load_dispatch(const config& c) {
     return "?"; // not a dispatch_mode: validate_config reports it
 }
 
+std::string store_verify_client(config& c, std::string_view v) {
+    if (v == "off") {
+        c.tls.verify_client = tls_verify_client::off;
+    } else if (v == "optional") {
+        c.tls.verify_client = tls_verify_client::optional;
+    } else if (v == "require") {
+        c.tls.verify_client = tls_verify_client::require;
+    } else {
+        return "must be 'off', 'optional' or 'require', got " + quoted(v);
+    }
+    return {};
+}
+
+std::string load_verify_client(const config& c) {
+    switch (c.tls.verify_client) {
+    case tls_verify_client::off:
+        return "off";
+    case tls_verify_client::optional:
+        return "optional";
+    case tls_verify_client::require:
+        return "require";
+    }
+    return "?"; // not a tls_verify_client: validate_config reports it
+}
+
+// A TOML boolean reaches a text key as "true" / "false" (config_file.cc); so does --set.
+std::string store_ktls(config& c, std::string_view v) {
+    if (v == "true") {
+        c.tls.ktls = true;
+    } else if (v == "false") {
+        c.tls.ktls = false;
+    } else {
+        return "must be true or false, got " + quoted(v);
+    }
+    return {};
+}
+
+std::string load_ktls(const config& c) {
+    return c.tls.ktls ? "true" : "false";
+}
+
 constexpr std::array all_log_levels{log_level::error, log_level::warn, log_level::info, log_level::debug};
 
 std::string store_log_level(config& c, std::string_view v) {
@@ -433,6 +474,14 @@ constexpr std::array keys{
         "tls.ciphersuites", "LIST", "TLS 1.3 suites; empty = OpenSSL's default"),
     integer_key<&config::tls, &tls_config::handshake_timeout_ms>(
         "tls.handshake_timeout_ms", 1, max_timeout_ms, "accept to end of the TLS handshake; then close"),
+    string_key<check_path, &config::tls, &tls_config::client_ca>(
+        "tls.client_ca", "FILE",
+        "PEM CAs that client certificates must chain to; set with tls.verify_client"),
+    enum_key("tls.verify_client", "off|optional|require",
+             "ask for a client certificate: never, optional, or refuse clients without a good one",
+             store_verify_client, load_verify_client),
+    enum_key("tls.ktls", "true|false", "kernel TLS when the kernel and OpenSSL offer it (probed at start)",
+             store_ktls, load_ktls),
 };
 
 std::string range_text(const key_spec& k) {
@@ -611,7 +660,64 @@ std::string text_value(const config& cfg, const key_spec& key) {
     return key.load_text(cfg);
 }
 
+std::string check_sni_name(std::string_view name) {
+    // A DNS name (RFC 1123 labels), optionally "*." and one label's worth of wildcard. SNI never
+    // carries an IP address (RFC 6066 section 3), so a literal address could never match.
+    std::string_view rest = name;
+    if (rest.starts_with("*.")) {
+        rest.remove_prefix(2);
+    }
+    const bool ok = !rest.empty() && rest.size() <= 253 && rest.front() != '.' && rest.back() != '.' &&
+                    rest.find("..") == std::string_view::npos &&
+                    std::all_of(rest.begin(), rest.end(), [](char c) {
+                        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                               c == '-' || c == '.';
+                    });
+    if (!ok) {
+        return "must be a host name (letters, digits, '-', '.'; optionally '*.' first), got " + quoted(name);
+    }
+    return {};
+}
+
 } // namespace detail
+
+namespace {
+
+void validate_tls_extras(const tls_config& tls) {
+    // Client certificates need the CAs that vouch for them, and a CA file without a mode would be
+    // silently unused: both halves or neither.
+    if (tls.verify_client != tls_verify_client::off && tls.client_ca.empty()) {
+        throw startup_error("tls.client_ca", "must be set when tls.verify_client is optional or require");
+    }
+    if (tls.verify_client == tls_verify_client::off && !tls.client_ca.empty()) {
+        throw startup_error("tls.verify_client", "must be optional or require when tls.client_ca is set");
+    }
+    if ((!tls.sni.empty() || !tls.client_ca.empty() || tls.ktls) && tls.cert.empty()) {
+        throw startup_error("tls.cert", "must be set for tls.sni, tls.client_ca or tls.ktls (the default "
+                                        "certificate)");
+    }
+    for (std::size_t i = 0; i < tls.sni.size(); ++i) {
+        const tls_sni_config& e = tls.sni[i];
+        const std::string at = "tls.sni[" + std::to_string(i) + "]";
+        if (e.names.empty()) {
+            throw startup_error(at + ".names", "must list at least one host name");
+        }
+        for (const std::string& n : e.names) {
+            std::string why = detail::check_sni_name(n);
+            if (!why.empty()) {
+                throw startup_error(at + ".names", why);
+            }
+        }
+        if (e.cert.empty()) {
+            throw startup_error(at + ".cert", "must be set");
+        }
+        if (e.key.empty()) {
+            throw startup_error(at + ".key", "must be set");
+        }
+    }
+}
+
+} // namespace
 
 listen_address parse_listen(std::string_view text) {
     listen_address out;
@@ -653,6 +759,7 @@ void validate_config(const config& cfg) {
     if (cfg.tls.cert.empty() && !cfg.tls.key.empty()) {
         throw startup_error("tls.cert", "must be set when tls.key is set");
     }
+    validate_tls_extras(cfg.tls);
     // Probes and scrapes on the public port would be reachable by every client and would
     // compete with traffic: the admin listener has an address of its own.
     if (!cfg.admin.listen.empty()) {
@@ -707,6 +814,13 @@ std::string describe_config(const config& cfg) {
         out += " = ";
         out += detail::toml_value(cfg, k);
         out += '\n';
+    }
+    for (const tls_sni_config& e : cfg.tls.sni) {
+        out += "[[tls.sni]]\nnames = [";
+        for (std::size_t i = 0; i < e.names.size(); ++i) {
+            out += (i == 0 ? "" : ", ") + toml_string(e.names[i]);
+        }
+        out += "]\ncert = " + toml_string(e.cert) + "\nkey = " + toml_string(e.key) + "\n";
     }
     return out;
 }

@@ -75,14 +75,68 @@ void apply_value(config& cfg, const key_spec& key, const toml::node& node, std::
         detail::set_from_text(cfg, key, v->get(), at);
         return;
     }
+    if (const auto* v = node.as_boolean(); v != nullptr && key.value_hint == "true|false") {
+        // A yes/no key (tls.ktls) takes a TOML boolean; its text form is "true" / "false".
+        detail::set_from_text(cfg, key, v->get() ? "true" : "false", at);
+        return;
+    }
     throw startup_error(std::string(key.name),
                         "expected a string, got " + std::string(type_name(node)) + " (" + at + ")");
+}
+
+std::string sni_string(const toml::node& node, const std::string& name, std::string_view origin) {
+    const auto* v = node.as_string();
+    if (v == nullptr) {
+        throw startup_error(name, "expected a string, got " + std::string(type_name(node)) + " (" +
+                                      where(origin, node.source()) + ")");
+    }
+    return v->get();
+}
+
+// [[tls.sni]] tables: an array of { names, cert, key }. They are not in the key table (there
+// is no environment or command-line form of a list of tables); each error names the entry,
+// "tls.sni[1].cert", counting from 0.
+void apply_sni(config& cfg, const toml::node& node, std::string_view origin) {
+    const toml::array* entries = node.as_array();
+    if (entries == nullptr || !entries->is_array_of_tables()) {
+        throw startup_error("tls.sni", "expected an array of tables ([[tls.sni]]), got " +
+                                           std::string(type_name(node)) + " (" +
+                                           where(origin, node.source()) + ")");
+    }
+    for (const toml::node& entry : *entries) {
+        const std::string at = "tls.sni[" + std::to_string(cfg.tls.sni.size()) + "]";
+        tls_sni_config sni;
+        for (const auto& [toml_key, value] : *entry.as_table()) {
+            const std::string field(toml_key.str());
+            const std::string name = at + "." + field;
+            if (field == "cert") {
+                sni.cert = sni_string(value, name, origin);
+            } else if (field == "key") {
+                sni.key = sni_string(value, name, origin);
+            } else if (field == "names") {
+                const toml::array* names = value.as_array();
+                if (names == nullptr) {
+                    sni.names.push_back(sni_string(value, name, origin)); // one name as a string
+                    continue;
+                }
+                for (const toml::node& n : *names) {
+                    sni.names.push_back(sni_string(n, name, origin));
+                }
+            } else {
+                throw startup_error(name, "unknown key in a [[tls.sni]] entry (names, cert, key) (" +
+                                              where(origin, toml_key.source()) + ")");
+            }
+        }
+        cfg.tls.sni.push_back(std::move(sni));
+    }
 }
 
 void apply_table(config& cfg, const toml::table& table, const std::string& prefix, std::string_view origin) {
     for (const auto& [toml_key, node] : table) {
         const std::string name = prefix + std::string(toml_key.str());
-        if (const key_spec* key = detail::find_config_key(name)) {
+        if (name == "tls.sni") {
+            apply_sni(cfg, node, origin);
+        } else if (const key_spec* key = detail::find_config_key(name)) {
             apply_value(cfg, *key, node, origin);
         } else if (detail::is_config_table(name)) {
             const toml::table* sub = node.as_table();

@@ -37,6 +37,9 @@ const key_spec* find_config_key(std::string_view name) noexcept;
 /// Whether `name` is a table of keys ("limits", "blocking", "tls").
 bool is_config_table(std::string_view name) noexcept;
 
+/// Why `name` cannot be a [[tls.sni]] host name, or "".
+std::string check_sni_name(std::string_view name);
+
 /// The environment variable of a key: "limits.max_body_bytes" → "SLUICE_LIMITS_MAX_BODY_BYTES".
 std::string env_name(std::string_view key);
 

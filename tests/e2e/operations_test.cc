@@ -1,11 +1,13 @@
 // Operating the real sluice-hello binary: /metrics parsed by the Prometheus client library's
 // own text-format parser with counts equal to the requests made, SIGTERM (readiness false,
-// listeners closed, the drain, exit 0) and SIGUSR1 (the access log reopened).
+// listeners closed, the drain, exit 0), SIGUSR1 (the access log reopened) and SIGHUP (the TLS
+// certificate reloaded).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -14,7 +16,9 @@
 #include "support/app_process.h"
 #include "support/backend_matrix.h"
 #include "support/process.h"
+#include "support/test_certs.h"
 #include "support/test_client.h"
+#include "support/tls_probe.h"
 
 namespace sluice::test {
 namespace {
@@ -139,6 +143,38 @@ TEST(operations, sigusr1_reopens_the_access_log) {
     EXPECT_EQ(app.stop(), 0);
     std::remove(path.c_str());
     std::remove((path + ".1").c_str());
+}
+
+// certbot's deploy hook: new files in place, then kill -HUP. The next handshake shows the new
+// certificate; a SIGHUP with a bad file keeps the running one and the process.
+TEST(operations, sighup_reloads_the_tls_certificate) {
+    const test_certs old_certs;
+    const test_certs new_certs;
+    const std::string cert = old_certs.dir() + "/live-cert.pem";
+    const std::string key = old_certs.dir() + "/live-key.pem";
+    const auto install = [&](const test_certs& c) {
+        std::filesystem::copy_file(c.cert_path(), cert, std::filesystem::copy_options::overwrite_existing);
+        std::filesystem::copy_file(c.key_path(), key, std::filesystem::copy_options::overwrite_existing);
+    };
+    install(old_certs);
+    app_process app(SLUICE_HELLO_BIN, {"--set", "tls.cert=" + cert, "--set", "tls.key=" + key});
+    ASSERT_TRUE(app.started()) << app.error();
+    EXPECT_EQ(tls_probe(app.port(), {}).serial, old_certs.serial());
+
+    old_certs.write_file("live-cert.pem", "broken\n");
+    ASSERT_EQ(::kill(app.pid(), SIGHUP), 0);
+    ASSERT_TRUE(wait_until([&] { return app.log().find("TLS reload failed") != std::string::npos; }))
+        << app.log();
+    EXPECT_EQ(tls_probe(app.port(), {}).serial, old_certs.serial());
+
+    install(new_certs);
+    ASSERT_EQ(::kill(app.pid(), SIGHUP), 0);
+    ASSERT_TRUE(wait_until([&] { return app.log().find("TLS certificates reloaded") != std::string::npos; }))
+        << app.log();
+    const tls_probe_result after = tls_probe(app.port(), {});
+    EXPECT_TRUE(after.answered) << after.error;
+    EXPECT_EQ(after.serial, new_certs.serial());
+    EXPECT_EQ(app.stop(), 0);
 }
 
 } // namespace

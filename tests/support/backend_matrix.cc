@@ -24,6 +24,16 @@ std::vector<backend_param> backend_matrix() {
     return out;
 }
 
+std::vector<backend_param> tls_backend_matrix() {
+    std::vector<backend_param> out;
+    for (backend_param& p : backend_matrix()) {
+        if (p.wire == wire::tls) {
+            out.push_back(std::move(p));
+        }
+    }
+    return out;
+}
+
 std::vector<backend_param> backend_matrix_of(std::string_view backend) {
     std::vector<backend_param> out;
     for (backend_param& p : backend_matrix()) {

@@ -34,6 +34,8 @@ void PrintTo(const backend_param& p, std::ostream* os);
 
 /// Every registered backend × {inline, pool} × {plain, tls}.
 std::vector<backend_param> backend_matrix();
+/// The TLS rows of the matrix, for a suite about what only TLS has.
+std::vector<backend_param> tls_backend_matrix();
 /// One backend's rows of the matrix, for a suite about what only that backend has.
 std::vector<backend_param> backend_matrix_of(std::string_view backend);
 /// "epoll_inline", "blocking_pool_tls": the suffix of each test's name.
@@ -67,6 +69,11 @@ protected:
 /// Instantiates a backend_test-derived suite over the matrix.
 #define SLUICE_BACKEND_SUITE(suite)                                                                          \
     INSTANTIATE_TEST_SUITE_P(backends, suite, ::testing::ValuesIn(::sluice::test::backend_matrix()),         \
+                             ::sluice::test::backend_param_name)
+
+/// Instantiates a suite over the TLS rows.
+#define SLUICE_TLS_BACKEND_SUITE(suite)                                                                      \
+    INSTANTIATE_TEST_SUITE_P(backends, suite, ::testing::ValuesIn(::sluice::test::tls_backend_matrix()),     \
                              ::sluice::test::backend_param_name)
 
 /// Instantiates a suite over one backend's rows (a feature of that backend alone, such as the

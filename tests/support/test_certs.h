@@ -4,6 +4,11 @@
 //
 //   test_certs certs;                       // valid from yesterday to tomorrow
 //   cfg.tls.cert = certs.cert_path(); cfg.tls.key = certs.key_path();
+//
+// A cert_spec makes others: another name (SNI), a CA and leaves it signs (client certificates).
+//
+//   test_certs ca(cert_spec{.common_name = "test CA"});
+//   test_certs leaf(cert_spec{.common_name = "alice", .san = "", .issuer = &ca, .ca = false});
 #pragma once
 
 #include <chrono>
@@ -11,8 +16,20 @@
 
 namespace sluice::test {
 
+class test_certs;
+
+struct cert_spec {
+    std::string common_name = "localhost";
+    std::string san = "DNS:localhost,IP:127.0.0.1"; ///< subjectAltName; "" = none
+    std::chrono::hours not_before = std::chrono::hours(-24);
+    std::chrono::hours not_after = std::chrono::hours(24);
+    const test_certs* issuer = nullptr; ///< null: self-signed
+    bool ca = true;                     ///< basicConstraints CA:TRUE (a self-signed leaf is its own CA)
+};
+
 class test_certs {
 public:
+    explicit test_certs(const cert_spec& spec);
     /// Validity relative to now: [not_before, not_after] (negative values lie in the past).
     explicit test_certs(std::chrono::hours not_before = std::chrono::hours(-24),
                         std::chrono::hours not_after = std::chrono::hours(24));
@@ -23,6 +40,8 @@ public:
     const std::string& cert_path() const noexcept { return cert_; }
     const std::string& key_path() const noexcept { return key_; }
     const std::string& dir() const noexcept { return dir_; }
+    /// The certificate's serial number, as OpenSSL prints it (hex).
+    const std::string& serial() const noexcept { return serial_; }
     /// Writes `text` to a file in dir() and returns its path (bad keys, truncated PEM, ...).
     std::string write_file(const std::string& name, const std::string& text) const;
 
@@ -30,6 +49,7 @@ private:
     std::string dir_;
     std::string cert_;
     std::string key_;
+    std::string serial_;
 };
 
 /// The certificates every TLS conformance row uses, made once per test program.

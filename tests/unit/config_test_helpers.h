@@ -168,6 +168,11 @@ inline const std::vector<key_case>& every_key() {
          [](const config& c) { return c.tls.ciphersuites == "TLS_AES_128_GCM_SHA256"; }},
         {"tls.handshake_timeout_ms", "2500", "2500",
          [](const config& c) { return c.tls.handshake_timeout_ms == 2500; }},
+        {"tls.client_ca", "/etc/sluice/clients.pem", "\"/etc/sluice/clients.pem\"",
+         [](const config& c) { return c.tls.client_ca == "/etc/sluice/clients.pem"; }},
+        {"tls.verify_client", "require", "\"require\"",
+         [](const config& c) { return c.tls.verify_client == tls_verify_client::require; }},
+        {"tls.ktls", "true", "true", [](const config& c) { return c.tls.ktls; }},
     };
     return cases;
 }

@@ -51,6 +51,20 @@ struct blocking_config {
     std::uint32_t accept_queue = 100;
 };
 
+/// One [[tls.sni]] entry: the certificate shown to clients that ask for one of `names`.
+struct tls_sni_config {
+    std::vector<std::string> names; ///< host names; "*.example.com" matches one label under it
+    std::string cert;               ///< PEM certificate chain file
+    std::string key;                ///< PEM private key file (unencrypted)
+};
+
+/// Whether the server asks for a client certificate (tls.verify_client).
+enum class tls_verify_client {
+    off,      ///< never asks
+    optional, ///< asks; a client without one is served, one with a bad one is refused
+    require,  ///< asks; a client without a good one is refused at the handshake
+};
+
 struct tls_config {
     std::string cert;                ///< PEM certificate chain file; set: the listener speaks TLS only
     std::string key;                 ///< PEM private key file (unencrypted)
@@ -58,6 +72,12 @@ struct tls_config {
     std::string ciphers;             ///< TLS 1.2 cipher list (OpenSSL syntax); "" = ECDHE + AEAD only
     std::string ciphersuites;        ///< TLS 1.3 suites; "" = OpenSSL's default (all AEAD)
     std::uint32_t handshake_timeout_ms = 10'000; ///< accept to end of handshake; then close
+    /// More certificates, chosen by the name the client sends (SNI); an unknown name or none
+    /// gets cert/key. Set from the config file only ([[tls.sni]] tables).
+    std::vector<tls_sni_config> sni;
+    std::string client_ca; ///< PEM file of the CAs client certificates must chain to
+    tls_verify_client verify_client = tls_verify_client::off;
+    bool ktls = false; ///< try kernel TLS (probed at start; userspace TLS when unavailable)
 };
 
 /// The admin listener (docs/operations.md): /metrics, /healthz, /readyz on an address of its own,

@@ -92,10 +92,17 @@ public:
     /// Blocks until the server has stopped.
     void wait();
     /// start() then wait() until SIGINT or SIGTERM, then stop() (readiness goes false first, then
-    /// the listeners close and the drain runs). SIGUSR1 meanwhile reopens the access log.
+    /// the listeners close and the drain runs). SIGUSR1 meanwhile reopens the access log;
+    /// SIGHUP reloads the TLS certificates (reload_tls()).
     void run_until_signal();
     /// Makes the access log open its path again (after logrotate moved it); thread-safe.
     void reopen_logs() noexcept;
+    /// Reads the TLS files again (tls.cert, tls.key, every [[tls.sni]] entry's, tls.client_ca)
+    /// and uses them for every handshake that starts afterwards; connections already open keep
+    /// theirs. A bad file is logged (naming the key and why) and the current certificates stay.
+    /// Returns whether the new ones took effect; false too when the server does not speak TLS
+    /// or has not started. Thread-safe.
+    bool reload_tls() noexcept;
     /// What /readyz says: started, not stopping, and no watched limiter saturated.
     bool ready() const noexcept;
     /// The admin listener's bound port (admin.listen), 0 when it is off.

@@ -20,6 +20,7 @@
 #include "server/socket_util.h"
 #include "server/watchdog.h"
 #include "server/worker_pool.h"
+#include "tls/ktls_probe.h"
 #include "tls/tls_context.h"
 
 namespace sluice::detail {
@@ -64,6 +65,11 @@ public:
         std::unique_ptr<tls_context> tls;
         if (!cfg_.tls.cert.empty()) {
             tls = std::make_unique<tls_context>(cfg_.tls);
+            if (cfg_.tls.ktls) {
+                // Opt-in and probed, never assumed: the fallback is userspace TLS, which is what
+                // runs whenever any part is missing (tls/ktls_probe.h says which).
+                log_.info("{}", probe_ktls().describe());
+            }
         }
         const socket_address addr = resolve_listen_address(cfg_.listen);
         inherited taken;
@@ -178,6 +184,28 @@ public:
     const sluice::logger& log() const noexcept { return log_; }
     server_stats stats() const noexcept { return runtime_ ? runtime_->stats() : server_stats{}; }
     void reopen_logs() noexcept { ops_.reopen_logs(); }
+
+    bool reload_tls() noexcept {
+        tls_context* tls = nullptr;
+        {
+            std::lock_guard lock(mu_);
+            tls = started_ ? tls_.get() : nullptr; // tls_ lives as long as this object
+        }
+        if (tls == nullptr) {
+            log_.warn("TLS reload asked for, but this server does not speak TLS");
+            return false;
+        }
+        try {
+            tls->reload();
+        } catch (const std::exception& e) {
+            // Never fatal: a certificate renewal that left a bad file must not take the
+            // service down; the current certificates keep serving until the next reload.
+            log_.error("TLS reload failed, keeping the current certificates: {}", e.what());
+            return false;
+        }
+        log_.info("TLS certificates reloaded: new handshakes use them");
+        return true;
+    }
     bool ready() const { return ops_.not_ready().empty(); }
     std::uint16_t admin_port() const noexcept { return ops_.admin_port(); }
 
@@ -408,6 +436,7 @@ void server::run_until_signal() {
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
     // A hand-over stops the server from the hand-over thread; this thread then waits for the
@@ -426,12 +455,17 @@ void server::run_until_signal() {
             stop();
             return;
         }
-        if (sig != SIGUSR1) {
+        if (sig == SIGUSR1) {
+            // logrotate's postrotate: the file was moved; write to a new one at the path.
+            impl_->log().info("signal {}: reopening the access log", sig);
+            impl_->reopen_logs();
+        } else if (sig == SIGHUP) {
+            // A renewed certificate (certbot's deploy hook: kill -HUP), as nginx reloads.
+            impl_->log().info("signal {}: reloading the TLS certificates", sig);
+            impl_->reload_tls();
+        } else {
             break;
         }
-        // logrotate's postrotate: the file was moved; write to a new one at the path.
-        impl_->log().info("signal {}: reopening the access log", sig);
-        impl_->reopen_logs();
     }
     impl_->log().info("signal {}: stopping", sig);
     stop();
@@ -449,6 +483,10 @@ server& server::watch(std::string_view name, std::function<client_stats()> stats
 
 void server::reopen_logs() noexcept {
     impl_->reopen_logs();
+}
+
+bool server::reload_tls() noexcept {
+    return impl_->reload_tls();
 }
 
 bool server::ready() const noexcept {

@@ -1,145 +1,180 @@
 #include "tls/tls_context.h"
 
-#include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
-#include <openssl/x509.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+#include <algorithm>
+#include <cctype>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <sluice/error.h>
+
+#include "tls/ssl_ctx_builder.h"
+#include "tls/ticket_keys.h"
 
 namespace sluice::detail {
 
 namespace {
 
-// TLS 1.2 suites with forward secrecy (ECDHE) and an AEAD cipher only: no RSA key exchange,
-// no CBC, no SHA-1 MACs (Mozilla's "intermediate" profile, 2023). TLS 1.3 suites are all
-// AEAD with forward secrecy; OpenSSL's default list stands unless tls.ciphersuites is set.
-constexpr const char* default_ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
-                                        "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
-                                        "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+// What a sluice SSL_CTX carries besides OpenSSL's own state, freed with it (ex_data): the
+// ticket keys (every context: OpenSSL asks the SSL's current context's owner) and, on a
+// default context, its SNI table (one reference on each SNI context).
+struct ctx_extras {
+    std::shared_ptr<ticket_keys> tickets;
+    std::vector<std::pair<std::string, SSL_CTX*>> names; // lower case; "*.x" wildcards
+    std::vector<SSL_CTX*> owned;
 
-// The newest error OpenSSL queued, as text; clears the queue so the next check starts clean.
-std::string openssl_error() {
-    unsigned long last = 0;
-    while (const unsigned long e = ERR_get_error()) {
-        last = e;
+    ctx_extras() = default;
+    ctx_extras(const ctx_extras&) = delete;
+    ctx_extras& operator=(const ctx_extras&) = delete;
+    ~ctx_extras() {
+        for (SSL_CTX* c : owned) {
+            SSL_CTX_free(c);
+        }
     }
-    if (last == 0) {
-        return "unknown OpenSSL error";
-    }
-    char text[256];
-    ERR_error_string_n(last, text, sizeof text);
-    return text;
+};
+
+void free_extras(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+    delete static_cast<ctx_extras*>(ptr);
 }
 
-// A readable file, or a startup error that says why not (OpenSSL's "system lib" says less).
-void check_readable(const char* key, const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-        throw startup_error(key, "cannot open '" + path + "': " + std::strerror(errno));
+// OpenSSL's ex_data slot for ctx_extras: allocated once per process (an index, not state).
+int extras_index() {
+    static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, free_extras);
+    return index;
+}
+
+ctx_extras* extras_of(SSL_CTX* ctx) noexcept {
+    return static_cast<ctx_extras*>(SSL_CTX_get_ex_data(ctx, extras_index()));
+}
+
+void attach_extras(SSL_CTX* ctx, std::unique_ptr<ctx_extras> extras) {
+    if (SSL_CTX_set_ex_data(ctx, extras_index(), extras.get()) != 1) {
+        throw startup_error("tls.cert", "cannot attach the TLS context's data: " + openssl_error());
     }
-    std::fclose(f);
+    extras.release(); // freed with ctx (free_extras)
 }
 
-// Encrypted keys would need a password source sluice does not have: refuse rather than prompt
-// on the terminal (OpenSSL's default) and hang a service that has none.
-int no_password(char*, int, int, void*) {
-    return -1;
+std::string lower(std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return out;
 }
 
-int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned int inlen, void*) {
-    static constexpr unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
-    unsigned char* chosen = nullptr;
-    if (SSL_select_next_proto(&chosen, outlen, http11, sizeof http11, in, inlen) == OPENSSL_NPN_NEGOTIATED) {
-        *out = chosen;
+// "*.example.com" matches "a.example.com", not "example.com" nor "a.b.example.com" (RFC 6125
+// section 6.4.3: the wildcard covers one label). Exact names win over wildcards.
+SSL_CTX* find_by_name(const ctx_extras& extras, std::string_view name) noexcept {
+    SSL_CTX* wildcard = nullptr;
+    const std::size_t dot = name.find('.');
+    for (const auto& [pattern, ctx] : extras.names) {
+        if (pattern == name) {
+            return ctx;
+        }
+        if (wildcard == nullptr && pattern.starts_with("*.") && dot != std::string_view::npos &&
+            name.substr(dot + 1) == std::string_view(pattern).substr(2)) {
+            wildcard = ctx;
+        }
+    }
+    return wildcard;
+}
+
+// The servername callback of a default context: switch the connection to the SNI entry's
+// context. An unknown name, or none, keeps the default certificate (nginx's default_server)
+// rather than end the handshake with an alert: the client decides whether it trusts it.
+int choose_certificate(SSL* ssl, int*, void* arg) {
+    const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (name == nullptr) {
         return SSL_TLSEXT_ERR_OK;
     }
-    // A client that offers only h2: answer without ALPN (as nginx does) and let it decide,
-    // rather than a fatal alert for a client that may well speak HTTP/1.1 after all.
-    return SSL_TLSEXT_ERR_NOACK;
+    const auto* extras = static_cast<const ctx_extras*>(arg);
+    std::string wanted;
+    try {
+        wanted = lower(name);
+    } catch (...) {
+        return SSL_TLSEXT_ERR_ALERT_FATAL; // out of memory
+    }
+    if (SSL_CTX* chosen = find_by_name(*extras, wanted)) {
+        // Every context is made from the same settings (verify mode, ALPN, session id
+        // context), so only the certificate changes; the session cache and the ticket callback
+        // stay the default context's (OpenSSL's session_ctx).
+        if (SSL_set_SSL_CTX(ssl, chosen) == nullptr) {
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+        }
+    }
+    return SSL_TLSEXT_ERR_OK;
 }
 
-void check_validity(const tls_config& cfg, X509* cert) {
-    if (cert == nullptr) {
-        throw startup_error("tls.cert", "'" + cfg.cert + "' holds no certificate");
+int on_ticket(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX* cipher, EVP_MAC_CTX* mac,
+              int enc) {
+    const ctx_extras* extras = extras_of(SSL_get_SSL_CTX(ssl));
+    if (extras == nullptr || !extras->tickets) {
+        return -1;
     }
-    if (X509_cmp_current_time(X509_get0_notAfter(cert)) <= 0) {
-        throw startup_error("tls.cert", "the certificate in '" + cfg.cert + "' has expired");
-    }
-    if (X509_cmp_current_time(X509_get0_notBefore(cert)) >= 0) {
-        throw startup_error("tls.cert", "the certificate in '" + cfg.cert + "' is not valid yet");
-    }
+    return extras->tickets->on_ticket(name, iv, cipher, mac, enc);
+}
+
+std::shared_ptr<SSL_CTX> owned(SSL_CTX* ctx) {
+    return std::shared_ptr<SSL_CTX>(ctx, SSL_CTX_free);
 }
 
 } // namespace
 
-tls_context::tls_context(const tls_config& cfg) : handshake_timeout_ms_(cfg.handshake_timeout_ms) {
-    ERR_clear_error();
-    ctx_ = SSL_CTX_new(TLS_server_method());
-    if (ctx_ == nullptr) {
-        throw startup_error("tls.cert", "cannot create a TLS context: " + openssl_error());
-    }
-    try {
-        const int min_version = cfg.min_version == "1.3" ? TLS1_3_VERSION : TLS1_2_VERSION;
-        SSL_CTX_set_min_proto_version(ctx_, min_version);
-        // Renegotiation is refused (CVE-2009-3555, and a CPU cost a client could impose at will);
-        // the server picks the suite; no compression (CRIME).
-        SSL_CTX_set_options(ctx_, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-                                      SSL_OP_NO_COMPRESSION);
-        // An idle keep-alive connection gives its 2 × ~17 KB record buffers back to the allocator.
-        SSL_CTX_set_mode(ctx_, SSL_MODE_RELEASE_BUFFERS);
-        SSL_CTX_set_default_passwd_cb(ctx_, no_password);
-        SSL_CTX_set_alpn_select_cb(ctx_, select_alpn, nullptr);
-        static constexpr unsigned char session_id_context[] = "sluice";
-        SSL_CTX_set_session_id_context(ctx_, session_id_context, sizeof session_id_context - 1);
-        SSL_CTX_set_session_cache_mode(ctx_, SSL_SESS_CACHE_SERVER);
-
-        const std::string& ciphers = cfg.ciphers.empty() ? std::string(default_ciphers) : cfg.ciphers;
-        if (SSL_CTX_set_cipher_list(ctx_, ciphers.c_str()) != 1) {
-            throw startup_error("tls.ciphers", "no usable cipher in '" + ciphers + "': " + openssl_error());
-        }
-        if (!cfg.ciphersuites.empty() && SSL_CTX_set_ciphersuites(ctx_, cfg.ciphersuites.c_str()) != 1) {
-            throw startup_error("tls.ciphersuites",
-                                "no usable suite in '" + cfg.ciphersuites + "': " + openssl_error());
-        }
-
-        check_readable("tls.cert", cfg.cert);
-        if (SSL_CTX_use_certificate_chain_file(ctx_, cfg.cert.c_str()) != 1) {
-            throw startup_error("tls.cert",
-                                "'" + cfg.cert + "' is not a PEM certificate chain: " + openssl_error());
-        }
-        check_validity(cfg, SSL_CTX_get0_certificate(ctx_));
-        check_readable("tls.key", cfg.key);
-        if (SSL_CTX_use_PrivateKey_file(ctx_, cfg.key.c_str(), SSL_FILETYPE_PEM) != 1) {
-            // OpenSSL compares the key with the certificate as it loads it.
-            if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
-                ERR_clear_error();
-                throw startup_error("tls.key", "the key in '" + cfg.key +
-                                                   "' does not match the certificate in '" + cfg.cert + "'");
-            }
-            throw startup_error("tls.key", "'" + cfg.key +
-                                               "' is not an unencrypted PEM private key (encrypted keys are "
-                                               "not supported): " +
-                                               openssl_error());
-        }
-        if (SSL_CTX_check_private_key(ctx_) != 1) {
-            throw startup_error("tls.key", "the key in '" + cfg.key +
-                                               "' does not match the certificate in '" + cfg.cert + "'");
-        }
-    } catch (...) {
-        SSL_CTX_free(ctx_);
-        throw;
-    }
+tls_context::tls_context(const tls_config& cfg, std::chrono::seconds ticket_rotation)
+    : cfg_(cfg), tickets_(std::make_shared<ticket_keys>(ticket_rotation)) {
+    current_ = build();
 }
 
-tls_context::~tls_context() {
-    SSL_CTX_free(ctx_);
+tls_context::~tls_context() = default;
+
+std::shared_ptr<SSL_CTX> tls_context::build() const {
+    std::shared_ptr<SSL_CTX> def = owned(make_server_ssl_ctx(cfg_, certificate_files{cfg_.cert, cfg_.key}));
+    auto extras = std::make_unique<ctx_extras>();
+    extras->tickets = tickets_;
+    for (std::size_t i = 0; i < cfg_.sni.size(); ++i) {
+        const tls_sni_config& e = cfg_.sni[i];
+        const std::string at = "tls.sni[" + std::to_string(i) + "]";
+        std::shared_ptr<SSL_CTX> ctx =
+            owned(make_server_ssl_ctx(cfg_, {e.cert, e.key, at + ".cert", at + ".key"}));
+        auto sni_extras = std::make_unique<ctx_extras>();
+        sni_extras->tickets = tickets_;
+        attach_extras(ctx.get(), std::move(sni_extras));
+        for (const std::string& n : e.names) {
+            extras->names.emplace_back(lower(n), ctx.get());
+        }
+        SSL_CTX_up_ref(ctx.get());
+        extras->owned.push_back(ctx.get());
+    }
+    if (SSL_CTX_set_tlsext_ticket_key_evp_cb(def.get(), on_ticket) != 1) {
+        throw startup_error("tls.cert", "cannot install the session ticket keys: " + openssl_error());
+    }
+    if (!extras->names.empty()) {
+        // The macro SSL_CTX_set_tlsext_servername_callback casts C-style; the call it stands for:
+        SSL_CTX_callback_ctrl(def.get(), SSL_CTRL_SET_TLSEXT_SERVERNAME_CB,
+                              reinterpret_cast<void (*)()>(choose_certificate));
+        SSL_CTX_set_tlsext_servername_arg(def.get(), extras.get());
+    }
+    attach_extras(def.get(), std::move(extras));
+    return def;
+}
+
+ssl_st* tls_context::new_ssl() const noexcept {
+    std::shared_ptr<SSL_CTX> ctx;
+    {
+        std::lock_guard lock(mu_);
+        ctx = current_;
+    }
+    // SSL_new takes its own reference: the context outlives a reload while the SSL lives.
+    return SSL_new(ctx.get());
+}
+
+void tls_context::reload() {
+    std::lock_guard serial(reload_mu_);
+    std::shared_ptr<SSL_CTX> next = build(); // throws: the current contexts stay
+    std::lock_guard lock(mu_);
+    current_.swap(next);
+    // `next` (the old set) is released here, after the lock: its last SSL frees it.
 }
 
 } // namespace sluice::detail

@@ -80,7 +80,7 @@ int tls_driver::adopt_server(int fd) noexcept {
         }
         auto s = std::make_unique<conn>(fd, slot);
         ERR_clear_error();
-        s->ssl = SSL_new(ctx_.native());
+        s->ssl = ctx_.new_ssl();
         BIO* b = s->ssl != nullptr ? new_tls_bio(s->bio) : nullptr;
         if (b == nullptr) {
             ERR_clear_error();

@@ -1,5 +1,6 @@
 // tls.cert / tls.key at start: a bad file is a startup error naming the key, the file and why.
 #include <gtest/gtest.h>
+#include <openssl/ssl.h>
 
 #include <fstream>
 #include <sstream>
@@ -122,6 +123,51 @@ TEST(tls_context, a_chain_in_one_file_is_accepted) {
     // Leaf first, then more certificates (here unrelated, as OpenSSL does not check the chain).
     cfg.cert = certs.write_file("chain.pem", read_file(certs.cert_path()) + read_file(issuer.cert_path()));
     EXPECT_NO_THROW(detail::tls_context ctx(cfg));
+}
+
+TEST(tls_context, an_sni_entry_error_names_the_entry) {
+    const test_certs certs;
+    const test_certs other;
+    tls_config cfg = config_of(certs);
+    cfg.sni = {{{"a.test"}, other.cert_path(), other.key_path()},
+               {{"b.test"}, certs.dir() + "/missing.pem", other.key_path()}};
+    startup_error e = start_error(cfg);
+    EXPECT_EQ(e.key(), "tls.sni[1].cert");
+    EXPECT_NE(std::string(e.what()).find("missing.pem"), std::string::npos) << e.what();
+    cfg.sni[1] = {{"b.test"}, other.cert_path(), certs.key_path()};
+    e = start_error(cfg);
+    EXPECT_EQ(e.key(), "tls.sni[1].key");
+    EXPECT_NE(std::string(e.what()).find("does not match"), std::string::npos) << e.what();
+}
+
+TEST(tls_context, an_unreadable_client_ca_names_its_key) {
+    const test_certs certs;
+    tls_config cfg = config_of(certs);
+    cfg.verify_client = tls_verify_client::require;
+    cfg.client_ca = certs.dir() + "/no-ca.pem";
+    EXPECT_EQ(start_error(cfg).key(), "tls.client_ca");
+    cfg.client_ca = certs.write_file("not-ca.pem", "nothing\n");
+    const startup_error e = start_error(cfg);
+    EXPECT_EQ(e.key(), "tls.client_ca");
+    EXPECT_NE(std::string(e.what()).find("holds no PEM CA certificate"), std::string::npos) << e.what();
+}
+
+TEST(tls_context, a_failed_reload_keeps_the_contexts_and_throws_the_startup_error) {
+    const test_certs certs;
+    tls_config cfg = config_of(certs);
+    cfg.cert = certs.write_file("live.pem", read_file(certs.cert_path()));
+    detail::tls_context ctx(cfg);
+    certs.write_file("live.pem", "gone\n");
+    try {
+        ctx.reload();
+        ADD_FAILURE() << "reload of a bad file did not throw";
+    } catch (const startup_error& e) {
+        EXPECT_EQ(e.key(), "tls.cert");
+    }
+    SSL* ssl = ctx.new_ssl();
+    ASSERT_NE(ssl, nullptr);
+    EXPECT_NE(SSL_get_certificate(ssl), nullptr);
+    SSL_free(ssl);
 }
 
 } // namespace

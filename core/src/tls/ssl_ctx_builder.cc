@@ -1,0 +1,175 @@
+#include "tls/ssl_ctx_builder.h"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include <sluice/error.h>
+
+namespace sluice::detail {
+
+namespace {
+
+// TLS 1.2 suites with forward secrecy (ECDHE) and an AEAD cipher only: no RSA key exchange,
+// no CBC, no SHA-1 MACs (Mozilla's "intermediate" profile, 2023). TLS 1.3 suites are all
+// AEAD with forward secrecy; OpenSSL's default list stands unless tls.ciphersuites is set.
+constexpr const char* default_ciphers = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+                                        "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+                                        "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+} // namespace
+
+// Clears the queue so the next check starts clean.
+std::string openssl_error() {
+    unsigned long last = 0;
+    while (const unsigned long e = ERR_get_error()) {
+        last = e;
+    }
+    if (last == 0) {
+        return "unknown OpenSSL error";
+    }
+    char text[256];
+    ERR_error_string_n(last, text, sizeof text);
+    return text;
+}
+
+namespace {
+
+// A readable file, or a startup error that says why not (OpenSSL's "system lib" says less).
+void check_readable(const char* key, const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+        throw startup_error(key, "cannot open '" + path + "': " + std::strerror(errno));
+    }
+    std::fclose(f);
+}
+
+// Encrypted keys would need a password source sluice does not have: refuse rather than prompt
+// on the terminal (OpenSSL's default) and hang a service that has none.
+int no_password(char*, int, int, void*) {
+    return -1;
+}
+
+int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                unsigned int inlen, void*) {
+    static constexpr unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+    unsigned char* chosen = nullptr;
+    if (SSL_select_next_proto(&chosen, outlen, http11, sizeof http11, in, inlen) == OPENSSL_NPN_NEGOTIATED) {
+        *out = chosen;
+        return SSL_TLSEXT_ERR_OK;
+    }
+    // A client that offers only h2: answer without ALPN (as nginx does) and let it decide,
+    // rather than a fatal alert for a client that may well speak HTTP/1.1 after all.
+    return SSL_TLSEXT_ERR_NOACK;
+}
+
+void check_validity(const certificate_files& files, X509* cert) {
+    if (cert == nullptr) {
+        throw startup_error(files.cert_key, "'" + files.cert + "' holds no certificate");
+    }
+    if (X509_cmp_current_time(X509_get0_notAfter(cert)) <= 0) {
+        throw startup_error(files.cert_key, "the certificate in '" + files.cert + "' has expired");
+    }
+    if (X509_cmp_current_time(X509_get0_notBefore(cert)) >= 0) {
+        throw startup_error(files.cert_key, "the certificate in '" + files.cert + "' is not valid yet");
+    }
+}
+
+void load_certificate(SSL_CTX* ctx, const certificate_files& files) {
+    check_readable(files.cert_key.c_str(), files.cert);
+    if (SSL_CTX_use_certificate_chain_file(ctx, files.cert.c_str()) != 1) {
+        throw startup_error(files.cert_key,
+                            "'" + files.cert + "' is not a PEM certificate chain: " + openssl_error());
+    }
+    check_validity(files, SSL_CTX_get0_certificate(ctx));
+    check_readable(files.key_key.c_str(), files.key);
+    if (SSL_CTX_use_PrivateKey_file(ctx, files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+        // OpenSSL compares the key with the certificate as it loads it.
+        if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+            ERR_clear_error();
+            throw startup_error(files.key_key, "the key in '" + files.key +
+                                                   "' does not match the certificate in '" + files.cert +
+                                                   "'");
+        }
+        throw startup_error(files.key_key, "'" + files.key +
+                                               "' is not an unencrypted PEM private key (encrypted keys are "
+                                               "not supported): " +
+                                               openssl_error());
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+        throw startup_error(files.key_key, "the key in '" + files.key +
+                                               "' does not match the certificate in '" + files.cert + "'");
+    }
+}
+
+// Client certificates: the CAs in tls.client_ca both verify the client's chain and are named in
+// the CertificateRequest, so a client with several certificates offers the right one.
+void load_client_ca(SSL_CTX* ctx, const tls_config& cfg) {
+    if (cfg.verify_client == tls_verify_client::off) {
+        return;
+    }
+    check_readable("tls.client_ca", cfg.client_ca);
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(cfg.client_ca.c_str());
+    if (names == nullptr || SSL_CTX_load_verify_locations(ctx, cfg.client_ca.c_str(), nullptr) != 1) {
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+        throw startup_error("tls.client_ca",
+                            "'" + cfg.client_ca + "' holds no PEM CA certificate: " + openssl_error());
+    }
+    SSL_CTX_set_client_CA_list(ctx, names); // takes ownership
+    int mode = SSL_VERIFY_PEER;
+    if (cfg.verify_client == tls_verify_client::require) {
+        mode |= SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+    }
+    // No callback: OpenSSL's chain verification decides, and a bad chain ends the handshake
+    // with an alert in both modes ("optional" only lets a client send none).
+    SSL_CTX_set_verify(ctx, mode, nullptr);
+}
+
+} // namespace
+
+ssl_ctx_st* make_server_ssl_ctx(const tls_config& cfg, const certificate_files& files) {
+    ERR_clear_error();
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == nullptr) {
+        throw startup_error(files.cert_key, "cannot create a TLS context: " + openssl_error());
+    }
+    try {
+        const int min_version = cfg.min_version == "1.3" ? TLS1_3_VERSION : TLS1_2_VERSION;
+        SSL_CTX_set_min_proto_version(ctx, min_version);
+        // Renegotiation is refused (CVE-2009-3555, and a CPU cost a client could impose at will);
+        // the server picks the suite; no compression (CRIME).
+        SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+                                     SSL_OP_NO_COMPRESSION);
+        // An idle keep-alive connection gives its 2 × ~17 KB record buffers back to the allocator.
+        SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+        SSL_CTX_set_default_passwd_cb(ctx, no_password);
+        SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
+        static constexpr unsigned char session_id_context[] = "sluice";
+        SSL_CTX_set_session_id_context(ctx, session_id_context, sizeof session_id_context - 1);
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+
+        const std::string& ciphers = cfg.ciphers.empty() ? std::string(default_ciphers) : cfg.ciphers;
+        if (SSL_CTX_set_cipher_list(ctx, ciphers.c_str()) != 1) {
+            throw startup_error("tls.ciphers", "no usable cipher in '" + ciphers + "': " + openssl_error());
+        }
+        if (!cfg.ciphersuites.empty() && SSL_CTX_set_ciphersuites(ctx, cfg.ciphersuites.c_str()) != 1) {
+            throw startup_error("tls.ciphersuites",
+                                "no usable suite in '" + cfg.ciphersuites + "': " + openssl_error());
+        }
+
+        load_certificate(ctx, files);
+        load_client_ca(ctx, cfg);
+    } catch (...) {
+        SSL_CTX_free(ctx);
+        throw;
+    }
+    return ctx;
+}
+
+} // namespace sluice::detail
