@@ -116,7 +116,7 @@ struct client_options {
     /// TLS settings for https:// addresses.
     client_tls_options tls{};
     /// Where the client's warnings go (a certificate rejected and why, verification off);
-    /// empty: stderr.
+    /// empty: stderr. Called from the loops the calls run on, possibly several at once.
     std::function<void(log_level, std::string_view)> log{};
 };
 
