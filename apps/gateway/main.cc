@@ -73,8 +73,12 @@ int main(int argc, char** argv) {
         std::string limit = "0";
         std::string limit_queue = "1000";
         std::string limit_wait_ms = "5000";
+        std::string ca_file;
+        std::string tls_verify = "on";
+        std::string server_name;
         const sluice::app_option options[] = {
-            {"upstream", "HOST:PORT", "an address of the upstream (repeatable: round robin)", nullptr},
+            {"upstream", "HOST:PORT|https://HOST[:PORT]",
+             "an address of the upstream (repeatable: round robin); https:// speaks TLS", nullptr},
             {"pool-size", "N", "connections per I/O loop to the upstream (default 100)", &pool_size},
             {"max-pending", "N", "calls per loop waiting for a pool connection (default 1000)", &max_pending},
             {"acquire-timeout-ms", "MS", "longest wait for a pool connection (default 5000)", &acquire_ms},
@@ -85,6 +89,12 @@ int main(int argc, char** argv) {
             {"limit", "N", "requests admitted at once, all routes together (default 0 = unlimited)", &limit},
             {"limit-queue", "Q", "requests waiting for a permit (default 1000)", &limit_queue},
             {"limit-wait-ms", "W", "longest wait for a permit, then 503 (default 5000)", &limit_wait_ms},
+            {"upstream-ca-file", "PATH", "PEM CAs trusted for https upstreams (default: the system's)",
+             &ca_file},
+            {"upstream-tls-verify", "on|off",
+             "check https upstreams' certificates (default on; off logs a warning)", &tls_verify},
+            {"upstream-server-name", "NAME",
+             "SNI and certificate name for https upstreams (default: the host)", &server_name},
         };
         std::string ignored_upstream; // --upstream is taken out above; listed for --help
         std::vector<sluice::app_option> opts(std::begin(options), std::end(options));
@@ -109,6 +119,14 @@ int main(int argc, char** argv) {
         co.idle_timeout = parse_ms("idle-timeout-ms", idle_ms);
         if (co.max_connections == 0) {
             throw sluice::startup_error("pool-size", "expected at least 1");
+        }
+        co.tls.ca_file = ca_file;
+        co.tls.server_name = server_name;
+        if (tls_verify == "off") {
+            co.tls.verify = sluice::tls_verify::none;
+        } else if (tls_verify != "on") {
+            throw sluice::startup_error("upstream-tls-verify",
+                                        "expected on or off, got \"" + tls_verify + "\"");
         }
         std::unique_ptr<gateway::gateway> g;
         try {

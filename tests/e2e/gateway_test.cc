@@ -15,6 +15,7 @@
 
 #include "support/app_process.h"
 #include "support/backend_matrix.h"
+#include "support/test_certs.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -117,6 +118,33 @@ TEST_P(gateway_test, an_upstream_error_status_passes_through_with_one_framing) {
         EXPECT_EQ(r->header_count("Content-Length"), 1u);
     }
     EXPECT_FALSE(r->body.empty());
+}
+
+TEST_P(gateway_test, an_https_upstream_is_verified_and_answers) {
+    // The upstream again, speaking TLS with the run's certificate.
+    ASSERT_EQ(upstream_->stop(), 0);
+    const test_certs& certs = shared_test_certs();
+    upstream_ = std::make_unique<app_process>(
+        SLUICE_SLOW_BACKEND_BIN,
+        std::vector<std::string>{"--bandwidth-mbit", "0", "--set", "tls.cert=" + certs.cert_path(), "--set",
+                                 "tls.key=" + certs.key_path()});
+    ASSERT_TRUE(upstream_->started()) << upstream_->error();
+    const std::string https = "https://127.0.0.1:" + std::to_string(upstream_->port());
+    start_gateway({"--upstream-ca-file", certs.cert_path()}, https);
+    auto files = fetch(get_request(api("/files")));
+    ASSERT_TRUE(files);
+    EXPECT_EQ(files->status, 200) << files->body;
+    EXPECT_NE(files->body.find("object-099.bin"), std::string::npos);
+    auto bytes = fetch(get_request(api("/bytes?n=300001")));
+    ASSERT_TRUE(bytes);
+    EXPECT_EQ(bytes->body.size(), 300'001u);
+    ASSERT_EQ(gateway_->stop(), 0) << gateway_->log();
+    // Without the CA the certificate is rejected: 502, and the gateway's log says why.
+    start_gateway({}, https);
+    auto r = fetch(get_request(api("/files")));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 502) << r->body;
+    EXPECT_NE(r->body.find("certificate"), std::string::npos) << r->body;
 }
 
 TEST_P(gateway_test, an_upstream_that_is_down_gives_502) {

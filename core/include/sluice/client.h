@@ -42,6 +42,7 @@
 #include <vector>
 
 #include <sluice/async_op.h>
+#include <sluice/config.h>
 #include <sluice/executor.h>
 #include <sluice/result.h>
 
@@ -55,16 +56,18 @@ struct upstream_state;
 
 /// Why a client call failed. Each is distinct, so a gateway can answer 502 or 504.
 enum class client_errc {
-    refused = 1,        ///< every address tried refused the connection (or is marked failed)
-    connect_timed_out,  ///< connect() did not finish within connect_timeout
-    response_timed_out, ///< the response did not complete within response_timeout
-    pool_exhausted,     ///< max_connections busy and max_pending calls wait already
-    acquire_timed_out,  ///< waited acquire_timeout for a connection of the pool
-    reset,              ///< the upstream closed or reset the connection before the response ended
-    malformed_response, ///< the response broke HTTP/1.1 (bad syntax, HTTP/0.9, conflicting framing)
-    response_too_large, ///< the response (head + body) exceeded max_response_bytes
-    cancelled,          ///< cancel(), the client's destruction, or the loop stopped
-    invalid_request,    ///< the request cannot be sent safely (CR/LF/NUL in a field, bad method/target)
+    refused = 1,          ///< every address tried refused the connection (or is marked failed)
+    connect_timed_out,    ///< connect() did not finish within connect_timeout
+    response_timed_out,   ///< the response did not complete within response_timeout
+    pool_exhausted,       ///< max_connections busy and max_pending calls wait already
+    acquire_timed_out,    ///< waited acquire_timeout for a connection of the pool
+    reset,                ///< the upstream closed or reset the connection before the response ended
+    malformed_response,   ///< the response broke HTTP/1.1 (bad syntax, HTTP/0.9, conflicting framing)
+    response_too_large,   ///< the response (head + body) exceeded max_response_bytes
+    cancelled,            ///< cancel(), the client's destruction, or the loop stopped
+    invalid_request,      ///< the request cannot be sent safely (CR/LF/NUL in a field, bad method/target)
+    tls_handshake_failed, ///< an https upstream's TLS handshake failed (not TLS, no common version or suite)
+    tls_certificate_rejected, ///< an https upstream's certificate failed verification (the log says why)
 };
 
 const std::error_category& client_category() noexcept;
@@ -72,6 +75,22 @@ const std::error_category& client_category() noexcept;
 inline std::error_code make_error_code(client_errc e) noexcept {
     return {static_cast<int>(e), client_category()};
 }
+
+/// Whether an https upstream's certificate is checked.
+enum class tls_verify {
+    peer, ///< chain to a trusted CA, validity dates, and the name (the default)
+    none, ///< nothing is checked: anyone on the path can read and change the traffic (a warning is logged)
+};
+
+/// TLS to https:// upstreams (docs/tls.md, "Client"). Unused for plaintext addresses.
+struct client_tls_options {
+    /// PEM file of the CAs to trust instead of the system's bundle; "" = the system's
+    /// (OpenSSL's default paths).
+    std::string ca_file{};
+    tls_verify verify = tls_verify::peer;
+    /// The name sent as SNI and checked against the certificate; "" = each address's host.
+    std::string server_name{};
+};
 
 struct client_options {
     /// Connections of one loop's pool (busy + idle) to this upstream.
@@ -94,9 +113,16 @@ struct client_options {
     std::chrono::milliseconds fail_timeout{10000};
     /// Head plus buffered body of one response (response_too_large beyond).
     std::size_t max_response_bytes = 64u * 1024 * 1024;
+    /// TLS settings for https:// addresses.
+    client_tls_options tls{};
+    /// Where the client's warnings go (a certificate rejected and why, verification off);
+    /// empty: stderr. Called from the loops the calls run on, possibly several at once.
+    std::function<void(log_level, std::string_view)> log{};
 };
 
-/// One upstream service: one or more "host:port" (or "[v6]:port") addresses.
+/// One upstream service: one or more addresses, each "host:port", "[v6]:port", or a URL
+/// without a path: "http://host[:port]" (port 80 by default) or "https://host[:port]" (TLS,
+/// port 443 by default; client_options::tls).
 class upstream {
 public:
     /// Resolves every address now, on the calling thread (never on an I/O loop). Throws
@@ -195,19 +221,23 @@ private:
 };
 
 struct client_stats {
-    std::uint64_t connects = 0;  ///< connections opened
-    std::uint64_t reused = 0;    ///< calls served on a pooled connection
-    std::uint64_t retried = 0;   ///< calls retried on a fresh connection (the stale keep-alive case)
-    std::uint64_t completed = 0; ///< calls completed with a response
-    std::uint64_t failed = 0;    ///< calls completed with an error (cancelled included)
-    std::size_t open = 0;        ///< connections open now (busy + idle, every loop)
+    std::uint64_t connects = 0;       ///< connections opened
+    std::uint64_t reused = 0;         ///< calls served on a pooled connection
+    std::uint64_t retried = 0;        ///< calls retried on a fresh connection (the stale keep-alive case)
+    std::uint64_t completed = 0;      ///< calls completed with a response
+    std::uint64_t failed = 0;         ///< calls completed with an error (cancelled included)
+    std::size_t open = 0;             ///< connections open now (busy + idle, every loop)
+    std::uint64_t tls_handshakes = 0; ///< TLS handshakes completed (https upstreams)
+    std::uint64_t tls_resumed = 0;    ///< of those, resumed from an earlier connection's session
 };
 
 using client_callback = std::function<void(result<client_response>)>;
 
 class client {
 public:
-    /// Starts no thread; the client's own loop starts on first need.
+    /// Starts no thread; the client's own loop starts on first need. With an https address it
+    /// loads the TLS settings now: throws std::invalid_argument when options.tls.ca_file
+    /// cannot be loaded; logs a warning naming the upstream when verification is off.
     explicit client(upstream target, client_options options = {});
     /// Cancels every call in flight (their callbacks run with cancelled, on their loops, unless
     /// those have stopped), closes every connection, and joins the client's own loop thread.

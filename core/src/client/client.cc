@@ -7,6 +7,7 @@
 #include "client/client_connection.h"
 #include "client/client_core.h"
 #include "exchange/exchange_access.h"
+#include "tls/client_tls_context.h"
 
 namespace sluice {
 
@@ -193,6 +194,10 @@ client_stats client::stats() const noexcept {
     s.failed = c.failed.load(std::memory_order_relaxed);
     const auto open = c.open.load(std::memory_order_relaxed);
     s.open = open > 0 ? static_cast<std::size_t>(open) : 0;
+    if (const auto tls = core_->tls()) {
+        s.tls_handshakes = tls->handshakes();
+        s.tls_resumed = tls->resumed();
+    }
     return s;
 }
 

@@ -9,6 +9,23 @@
 
 namespace sluice::detail {
 
+namespace {
+
+// What a failed connect tells the caller. The TLS decorator reports the handshake's end as the
+// connect's (tls/tls_driver.h): -EKEYREJECTED for a certificate that failed verification,
+// -EPROTO for any other handshake failure.
+client_errc connect_error(int rc, bool tls) noexcept {
+    if (tls && rc == -EKEYREJECTED) {
+        return client_errc::tls_certificate_rejected;
+    }
+    if (tls && (rc == -EPROTO || rc == -EPROTONOSUPPORT)) {
+        return client_errc::tls_handshake_failed;
+    }
+    return client_errc::refused;
+}
+
+} // namespace
+
 client_connection::client_connection(std::shared_ptr<client_pool> pool, std::size_t address)
     : pool_(std::move(pool)), loop_(pool_->owner_loop()), transport_(loop_, *this),
       session_(pool_->config().options.max_response_bytes), timer_(&on_timer, this), created_(loop_.now()),
@@ -23,7 +40,9 @@ void client_connection::start_connect(std::shared_ptr<client_call_state> call) n
     call_ = std::move(call);
     call_->conn = this;
     const upstream_address& a = pool_->address(address_);
-    const int rc = transport_.open_and_connect(reinterpret_cast<const sockaddr*>(&a.addr), a.len);
+    client_tls_context* tls = a.tls ? pool_->config().tls.get() : nullptr;
+    const int rc =
+        transport_.open_and_connect(reinterpret_cast<const sockaddr*>(&a.addr), a.len, tls, address_);
     if (rc < 0) {
         on_connected(rc);
         return;
@@ -42,9 +61,10 @@ void client_connection::on_connected(int rc) noexcept {
         }
         auto pool = pool_; // close_now() may free this at once
         const std::size_t address = address_;
+        const client_errc why = connect_error(rc, pool->address(address).tls);
         close_now();
         if (call) {
-            pool->connect_failed(address, std::move(call), client_errc::refused);
+            pool->connect_failed(address, std::move(call), why);
         }
         return;
     }

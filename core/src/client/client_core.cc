@@ -4,10 +4,30 @@
 #include <algorithm>
 
 #include "client/client_connection.h"
+#include "tls/client_tls_context.h"
+#include "tls/tls_driver.h"
 
 namespace sluice::detail {
 
-client_core::client_core(upstream u, client_options o) : options(o), target(std::move(u)) {}
+namespace {
+
+logger client_logger(const client_options& o) {
+    return o.log ? logger(log_level::warn, o.log) : logger(log_level::warn);
+}
+
+std::shared_ptr<client_tls_context> make_tls(const client_options& o, const upstream& u, const logger& log) {
+    const auto& addrs = u.state()->addresses;
+    if (std::none_of(addrs.begin(), addrs.end(), [](const auto& a) { return a->tls; })) {
+        return nullptr; // a plaintext upstream never loads a CA file
+    }
+    return std::make_shared<client_tls_context>(o.tls, *u.state(), log);
+}
+
+} // namespace
+
+client_core::client_core(upstream u, client_options o)
+    : options(std::move(o)), target(std::move(u)), log_(client_logger(options)),
+      tls_(make_tls(options, target, log_)) {}
 
 client_core::~client_core() {
     shutdown();
@@ -25,8 +45,8 @@ std::shared_ptr<client_pool> client_core::pool_for(const std::shared_ptr<loop_po
     pools_.erase(
         std::remove_if(pools_.begin(), pools_.end(), [](const auto& e) { return e.second->stopped(); }),
         pools_.end());
-    auto pool =
-        std::make_shared<client_pool>(port->owner_loop(), pool_config{options, target.state(), counters});
+    auto pool = std::make_shared<client_pool>(port->owner_loop(),
+                                              pool_config{options, target.state(), counters, tls_});
     pool->attach();
     if (shut_) {
         pool->shutdown();
@@ -90,7 +110,11 @@ void client_core::run_own_loop(std::promise<std::shared_ptr<loop_port>>& ready) 
         return;
     }
     try {
-        detail::loop l(std::move(driver), log_, 0);
+        // The TLS decorator, for https upstreams (the client is used outside a server too).
+        auto wrapped = std::make_unique<tls_driver>(std::move(driver), nullptr);
+        tls_driver* tls = wrapped.get();
+        detail::loop l(std::move(wrapped), log_, 0);
+        l.set_tls(tls);
         ready.set_value(l.executor_port());
         l.run(loop::run_mode::until_stopped);
     } catch (...) {

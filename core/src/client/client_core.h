@@ -17,6 +17,8 @@
 
 namespace sluice::detail {
 
+class client_tls_context;
+
 class client_core : public std::enable_shared_from_this<client_core> {
 public:
     client_core(upstream u, client_options o);
@@ -36,6 +38,8 @@ public:
     const client_options options;
     const upstream target;
     const std::shared_ptr<client_counters> counters = std::make_shared<client_counters>();
+    /// Null unless an address is https.
+    std::shared_ptr<client_tls_context> tls() const noexcept { return tls_; }
 
 private:
     std::shared_ptr<client_pool> pool_for(const std::shared_ptr<loop_port>& port);
@@ -47,7 +51,8 @@ private:
     std::shared_ptr<loop_port> own_port_;
     bool own_failed_ = false;
     bool shut_ = false;
-    logger log_{log_level::warn};
+    logger log_;
+    std::shared_ptr<client_tls_context> tls_;
 };
 
 } // namespace sluice::detail

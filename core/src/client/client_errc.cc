@@ -33,6 +33,10 @@ public:
             return "upstream call cancelled";
         case client_errc::invalid_request:
             return "request cannot be sent upstream";
+        case client_errc::tls_handshake_failed:
+            return "TLS handshake with the upstream failed";
+        case client_errc::tls_certificate_rejected:
+            return "upstream TLS certificate rejected";
         }
         return "unknown client error " + std::to_string(value);
     }

@@ -21,11 +21,15 @@
 namespace sluice::detail {
 
 class client_connection;
+class client_tls_context;
 
 struct pool_config {
     client_options options;
     std::shared_ptr<upstream_state> upstream;
     std::shared_ptr<client_counters> counters;
+    /// For https addresses; null when the upstream has none. Held by every connection (through
+    /// its pool) until its op::close: the loop's TLS decorator calls into it until then.
+    std::shared_ptr<client_tls_context> tls;
 };
 
 class client_pool : public std::enable_shared_from_this<client_pool> {

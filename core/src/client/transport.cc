@@ -10,12 +10,24 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tls/tls_driver.h"
+
 namespace sluice::detail {
 
-int transport::open_and_connect(const sockaddr* addr, socklen_t len) noexcept {
+int transport::open_and_connect(const sockaddr* addr, socklen_t len, client_tls_context* tls,
+                                std::size_t tls_address) noexcept {
     const int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         return -errno;
+    }
+    if (tls != nullptr) {
+        // Marked before the first verb, so the decorator owns the connect (its handshake).
+        const int rc =
+            loop_.tls() == nullptr ? -EPROTONOSUPPORT : loop_.tls()->adopt_client(fd, *tls, tls_address);
+        if (rc < 0) {
+            ::close(fd);
+            return rc;
+        }
     }
     // Requests are written whole; Nagle would only hold back a small head behind a body.
     const int one = 1;

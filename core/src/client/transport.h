@@ -29,6 +29,8 @@
 
 namespace sluice::detail {
 
+class client_tls_context;
+
 class transport_user {
 public:
     /// The connect finished: 0 or -errno.
@@ -54,7 +56,11 @@ public:
 
     /// Opens a non-blocking socket for addr's family and starts connecting. -errno when that
     /// failed: then is_closed() says whether nothing was opened, or on_closed() will follow.
-    int open_and_connect(const sockaddr* addr, socklen_t len) noexcept;
+    /// With `tls`, the socket speaks TLS as the client of `tls`'s upstream address
+    /// `tls_address` (the loop's TLS decorator, tls/tls_driver.h): on_connected() then comes
+    /// when the handshake has ended, and every byte after it is plaintext as without TLS.
+    int open_and_connect(const sockaddr* addr, socklen_t len, client_tls_context* tls = nullptr,
+                         std::size_t tls_address = 0) noexcept;
     /// Takes an fd that is connected already (an accepted socket, as the server connection
     /// will use it; a test's fake descriptor). on_closed() follows close().
     void adopt(int fd) noexcept {

@@ -13,7 +13,9 @@
 namespace sluice::detail {
 
 struct upstream_address {
-    std::string name; ///< "host:port" as given: the default Host header
+    std::string name; ///< "host:port" as given (without a scheme): the default Host header
+    std::string host; ///< the host alone (no brackets): SNI and the certificate's name
+    bool tls = false; ///< https://
     sockaddr_storage addr{};
     socklen_t len = 0;
     /// Skipped until this steady-clock time (ns since epoch); written by any loop.
@@ -26,7 +28,8 @@ struct upstream_state {
     std::atomic<std::uint64_t> next{0}; ///< round robin
 };
 
-/// Parses "host:port" / "[v6]:port" and resolves it (getaddrinfo); throws std::invalid_argument.
+/// Parses "host:port" / "[v6]:port" / "http[s]://host[:port][/]" and resolves it (getaddrinfo);
+/// throws std::invalid_argument naming the address.
 std::unique_ptr<upstream_address> resolve_address(const std::string& name);
 
 } // namespace sluice::detail

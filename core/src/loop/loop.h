@@ -30,6 +30,8 @@
 
 namespace sluice::detail {
 
+class tls_driver;
+
 /// Whatever owns an I/O operation: connections, listeners, client sessions.
 class io_handler {
 public:
@@ -57,6 +59,11 @@ public:
     loop& operator=(const loop&) = delete;
 
     io::driver& driver() noexcept { return *driver_; }
+    /// The TLS decorator around driver() (tls/tls_driver.h), or null on a loop without one
+    /// (a blocking-backend connection loop): https client connections need it.
+    tls_driver* tls() const noexcept { return tls_; }
+    /// Set once by whoever built the loop, before it runs; `t` is (inside) driver().
+    void set_tls(tls_driver* t) noexcept { tls_ = t; }
     const logger& log() const noexcept { return log_; }
     unsigned index() const noexcept { return index_; }
     sluice::executor executor() const noexcept { return sluice::executor(port_); }
@@ -109,6 +116,7 @@ private:
     std::chrono::nanoseconds wait_timeout(bool block) const;
 
     std::unique_ptr<io::driver> driver_;
+    tls_driver* tls_ = nullptr;
     std::shared_ptr<loop_port> port_;
     const logger& log_;
     unsigned index_;

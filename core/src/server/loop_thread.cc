@@ -12,17 +12,21 @@ std::string loop_thread::open(const io::backend& b, server_context& server, unsi
         return error.empty() ? std::string(b.name) + ": cannot create a driver" : error;
     }
     // TLS sits at the seam, as a driver wrapping the backend's (tls/tls_driver.h): the loop,
-    // its connections and the backend stay as they are.
+    // its connections and the backend stay as they are. Every reactor loop has it, whatever
+    // the listener speaks: a handler may call an https upstream (sluice::client) on its loop
+    // at any time. The plaintext cost is one table look-up per verb and one bit test per
+    // completion (docs/tls.md, "Client"). A blocking backend's loops run no client calls.
     tls_driver* tls = nullptr;
-    if (server.tls != nullptr) {
-        auto wrapped = std::make_unique<tls_driver>(std::move(driver), *server.tls);
+    if (server.tls != nullptr || !b.traits.connection_per_thread) {
+        auto wrapped = std::make_unique<tls_driver>(std::move(driver), server.tls);
         tls = wrapped.get();
         driver = std::move(wrapped);
     }
     std::lock_guard lock(mu);
     loop = std::make_unique<detail::loop>(std::move(driver), server.log, index);
+    loop->set_tls(tls);
     ctx = std::make_unique<loop_context>(*loop, server);
-    ctx->tls = tls;
+    ctx->tls = server.tls != nullptr ? tls : nullptr; // the listener adopts only when it speaks TLS
     return "";
 }
 

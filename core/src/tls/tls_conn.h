@@ -59,6 +59,12 @@ struct tls_driver::conn {
     std::int32_t final = 0;
     bool touched = false;
     bool has_deadline = false;
+
+    // The client side (adopt_client): the owner's connect completes with the handshake.
+    client_tls_context* client = nullptr;
+    bool connect_due = false; ///< an op::connect is due to the owner: connect_result
+    bool connect_reported = false;
+    std::int32_t connect_result = 0;
     std::multimap<std::chrono::steady_clock::time_point, conn*>::iterator deadline;
 };
 

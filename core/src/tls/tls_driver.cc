@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "tls/client_tls_context.h"
 #include "tls/tls_conn.h"
 #include "tls/tls_context.h"
 
@@ -48,8 +49,8 @@ tls_driver::conn::~conn() {
     SSL_free(ssl); // frees the BIO too (SSL_set_bio)
 }
 
-tls_driver::tls_driver(std::unique_ptr<io::driver> inner, const tls_context& ctx)
-    : inner_(std::move(inner)), ctx_(ctx) {}
+tls_driver::tls_driver(std::unique_ptr<io::driver> inner, const tls_context* server)
+    : inner_(std::move(inner)), ctx_(server) {}
 
 tls_driver::~tls_driver() = default;
 
@@ -60,9 +61,11 @@ tls_driver::conn* tls_driver::find(int fd) const noexcept {
     return by_fd_[static_cast<std::size_t>(fd)];
 }
 
-int tls_driver::adopt_server(int fd) noexcept {
-    if (fd < 0) {
-        return -EBADF;
+// Takes ownership of ssl (freed on failure) and makes fd's state; null when out of memory.
+tls_driver::conn* tls_driver::adopt(int fd, ssl_st* ssl) noexcept {
+    std::unique_ptr<SSL, decltype(&SSL_free)> owned(ssl, &SSL_free);
+    if (fd < 0 || ssl == nullptr) {
+        return nullptr;
     }
     try {
         if (static_cast<std::size_t>(fd) >= by_fd_.size()) {
@@ -72,34 +75,74 @@ int tls_driver::adopt_server(int fd) noexcept {
         if (free_slots_.empty()) {
             slot = static_cast<std::uint32_t>(slots_.size());
             if (slot >= own_buffer) {
-                return -ENOMEM;
+                return nullptr;
             }
             slots_.emplace_back();
         } else {
             slot = free_slots_.back();
         }
         auto s = std::make_unique<conn>(fd, slot);
-        ERR_clear_error();
-        s->ssl = ctx_.new_ssl();
-        BIO* b = s->ssl != nullptr ? new_tls_bio(s->bio) : nullptr;
+        BIO* b = new_tls_bio(s->bio);
         if (b == nullptr) {
             ERR_clear_error();
-            return -ENOMEM;
+            return nullptr;
         }
+        s->ssl = owned.release();
         s->bio.out = &s->queued;
         SSL_set_bio(s->ssl, b, b);
-        SSL_set_accept_state(s->ssl);
-        const auto when = clock::now() + std::chrono::milliseconds(ctx_.handshake_timeout_ms());
-        s->deadline = handshake_deadlines_.emplace(when, s.get());
-        s->has_deadline = true;
         if (!free_slots_.empty()) {
             free_slots_.pop_back();
         }
-        by_fd_[static_cast<std::size_t>(fd)] = s.get();
+        conn* made = s.get();
+        by_fd_[static_cast<std::size_t>(fd)] = made;
         slots_[slot] = std::move(s);
+        return made;
     } catch (const std::bad_alloc&) {
+        return nullptr;
+    }
+}
+
+int tls_driver::adopt_server(int fd) noexcept {
+    if (fd < 0) {
+        return -EBADF;
+    }
+    if (ctx_ == nullptr) {
+        return -EINVAL; // a plaintext listener's loop
+    }
+    ERR_clear_error();
+    // The current certificates (a SIGHUP reload swaps them; this connection keeps its own).
+    SSL* ssl = ctx_->new_ssl();
+    if (ssl == nullptr) {
+        ERR_clear_error();
         return -ENOMEM;
     }
+    SSL_set_accept_state(ssl);
+    conn* s = adopt(fd, ssl);
+    if (s == nullptr) {
+        return -ENOMEM;
+    }
+    try {
+        const auto when = clock::now() + std::chrono::milliseconds(ctx_->handshake_timeout_ms());
+        s->deadline = handshake_deadlines_.emplace(when, s);
+        s->has_deadline = true;
+    } catch (const std::bad_alloc&) {
+        forget(fd);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int tls_driver::adopt_client(int fd, client_tls_context& ctx, std::size_t address) noexcept {
+    if (fd < 0) {
+        return -EBADF;
+    }
+    // No handshake deadline here: the owner's connect timeout bounds the handshake (its
+    // op::connect comes at the handshake's end), and it closes the socket when it runs out.
+    conn* s = adopt(fd, ctx.new_ssl(address));
+    if (s == nullptr) {
+        return -ENOMEM;
+    }
+    s->client = &ctx;
     return 0;
 }
 
@@ -118,7 +161,13 @@ int tls_driver::accept(int listen_fd, void* owner) noexcept {
 }
 
 int tls_driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) noexcept {
-    return inner_->connect(fd, addr, len, owner);
+    conn* s = find(fd);
+    if (s == nullptr || s->client == nullptr) {
+        return inner_->connect(fd, addr, len, owner);
+    }
+    // The owner hears of the connect when the handshake has ended (on_inner_connected).
+    s->owner = owner;
+    return inner_->connect(fd, addr, len, tagged(s));
 }
 
 void tls_driver::wake() noexcept {
@@ -269,8 +318,9 @@ int tls_driver::wait(std::chrono::nanoseconds timeout, std::vector<io::completio
         expire_handshakes(clock::now());
     }
     try {
-        // At most three completions per touched state (send, data, end): deliver() cannot throw.
-        out.reserve(out.size() + pending_.size() + 3 * touched_.size());
+        // At most four completions per touched state (connect, send, data, end): deliver()
+        // cannot throw.
+        out.reserve(out.size() + pending_.size() + 4 * touched_.size());
         out.insert(out.end(), pending_.begin(), pending_.end());
         pending_.clear();
     } catch (const std::bad_alloc&) {
@@ -325,10 +375,38 @@ void tls_driver::on_inner(const io::completion& c) noexcept {
             // Cannot happen in practice (reserved below); without the report the owner leaks.
         }
         break;
-    case io::op::accept:
     case io::op::connect:
+        if (!s.closing && s.client != nullptr) {
+            on_inner_connected(s, c.result);
+        }
+        break;
+    case io::op::accept:
         break;
     }
+}
+
+void tls_driver::on_inner_connected(conn& s, std::int32_t result) noexcept {
+    if (result < 0) {
+        report_connect(s, result); // refused, unreachable: as without TLS
+        return;
+    }
+    // TCP is up: the ClientHello goes out, and the answer is read whatever the owner does.
+    arm_inner_recv(s);
+    prime_queue(s);
+    if (!s.has_final) {
+        handshake(s);
+    }
+    flush(s);
+}
+
+void tls_driver::report_connect(conn& s, std::int32_t result) noexcept {
+    if (s.connect_reported) {
+        return;
+    }
+    s.connect_reported = true;
+    s.connect_due = true;
+    s.connect_result = result;
+    touch(s);
 }
 
 void tls_driver::on_cipher(conn& s, const char* data, std::size_t len) noexcept {
@@ -353,6 +431,10 @@ void tls_driver::handshake(conn& s) noexcept {
     if (r == 1) {
         s.handshaking = false;
         end_handshake_clock(s);
+        if (s.client != nullptr) {
+            s.client->handshake_done(s.ssl);
+            report_connect(s, 0);
+        }
         if (s.owner_send && !s.encrypted) {
             encrypt_owner_send(s);
         }
@@ -362,12 +444,16 @@ void tls_driver::handshake(conn& s) noexcept {
         return;
     }
     const int err = SSL_get_error(s.ssl, r);
-    ERR_clear_error();
     if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
         // A bad ClientHello, plaintext HTTP, an unsupported version: OpenSSL queued its alert,
-        // which flush() sends; the owner sees the stream fail and closes.
-        fail(s, -EPROTO);
+        // which flush() sends; the owner sees the stream fail and closes. A client says why
+        // (the error queue still holds it) and whether the certificate was the reason.
+        const std::int32_t why = s.client != nullptr ? s.client->handshake_failed(s.ssl) : -EPROTO;
+        ERR_clear_error();
+        fail(s, why);
+        return;
     }
+    ERR_clear_error();
 }
 
 void tls_driver::read_plain(conn& s) noexcept {
@@ -493,6 +579,11 @@ void tls_driver::fail(conn& s, std::int32_t result) noexcept {
     s.final = result;
     s.final_reported = false;
     end_handshake_clock(s);
+    if (s.client != nullptr && s.handshaking) {
+        // The connect the owner waits for ends here: the certificate, or any other failure
+        // (EOF or a reset during the handshake included) as a protocol one.
+        report_connect(s, result == -EKEYREJECTED ? result : -EPROTO);
+    }
     if (s.owner_send && !s.encrypted) {
         s.owner_send = false;
         s.send_done = true;
@@ -531,6 +622,10 @@ void tls_driver::deliver(conn& s, std::vector<io::completion>& out) noexcept {
         return;
     }
     {
+        if (s.connect_due) {
+            out.push_back({s.owner, io::op::connect, false, s.connect_result, io::no_buffer, nullptr});
+            s.connect_due = false;
+        }
         if (s.send_done) {
             out.push_back({s.owner, io::op::send, false, s.send_result, io::no_buffer, nullptr});
             s.send_done = false;
@@ -541,7 +636,10 @@ void tls_driver::deliver(conn& s, std::vector<io::completion>& out) noexcept {
             s.lent = true;
         }
         // The end of the stream follows the last bytes; a paused owner hears of it at once (rule 6).
-        if (s.has_final && !s.final_reported && (s.plain_len == 0 || s.lent || !s.owner_recv)) {
+        // A client whose handshake failed heard it as its connect's result: nothing more.
+        const bool failed_connect = s.client != nullptr && s.handshaking;
+        if (s.has_final && !s.final_reported && !failed_connect &&
+            (s.plain_len == 0 || s.lent || !s.owner_recv)) {
             out.push_back({s.owner, io::op::recv, false, s.final, io::no_buffer, nullptr});
             s.final_reported = true;
             s.owner_recv = false;

@@ -3,7 +3,7 @@
 // nor the client transport, nor any backend learns about TLS (DESIGN.md, "One byte stream
 // under both sides"; docs/tls.md).
 //
-// A descriptor is TLS once adopt_server() marked it; every other descriptor passes through
+// A descriptor is TLS once adopt_server() or adopt_client() marked it; every other descriptor passes through
 // untouched (one table look-up per verb, one bit test per completion). For a TLS descriptor
 // the decorator is the inner driver's owner (its state's address with the low bit set):
 //
@@ -24,6 +24,18 @@
 // The owner sees no byte before the handshake ends. tls.handshake_timeout_ms is enforced here,
 // by shortening the inner wait() to the earliest handshake deadline. close() sends a
 // best-effort close_notify, then closes; the state is freed after the inner op::close.
+//
+// The client side (adopt_client, an upstream connection): the owner's connect() goes to the
+// inner driver with the decorator as owner; once TCP is up the decorator sends the ClientHello
+// and reports the owner's op::connect only when the handshake ends: 0, -EKEYREJECTED (the
+// certificate failed verification) or -EPROTO (any other failure, the peer's EOF included).
+// So the owner's connect timeout bounds the handshake too, and the client's connection code
+// is the same for http and https.
+//
+//   adopt_client ──connect──> tcp ──(inner op::connect 0: ClientHello)──> handshaking
+//        ──(done)──> op::connect 0 to the owner ──> open (as above)
+//        ──(inner connect failed)──> op::connect -errno;  (handshake failed)──> op::connect
+//        -EKEYREJECTED / -EPROTO; the owner closes
 #pragma once
 
 #include <chrono>
@@ -42,10 +54,13 @@ struct ssl_st;
 namespace sluice::detail {
 
 class tls_context;
+class client_tls_context;
 
 class tls_driver final : public io::driver {
 public:
-    tls_driver(std::unique_ptr<io::driver> inner, const tls_context& ctx);
+    /// `server` is the listener's context; null on a loop whose listener speaks plaintext
+    /// (then only adopt_client() marks descriptors).
+    tls_driver(std::unique_ptr<io::driver> inner, const tls_context* server);
     ~tls_driver() override;
     tls_driver(const tls_driver&) = delete;
     tls_driver& operator=(const tls_driver&) = delete;
@@ -53,7 +68,11 @@ public:
     /// Marks an accepted descriptor as the server side of a TLS connection, before its owner's
     /// first verb. Returns 0 or -errno (out of memory); the caller then closes fd itself.
     int adopt_server(int fd) noexcept;
-    /// Drops what adopt_server() made for fd when no owner will ever use it.
+    /// Marks a socket that is about to connect as the client side of a TLS connection to
+    /// `ctx`'s upstream address `address`, before its owner's connect(). Returns 0 or -errno
+    /// (out of memory); the caller then closes fd itself. `ctx` must outlive the owner's close().
+    int adopt_client(int fd, client_tls_context& ctx, std::size_t address) noexcept;
+    /// Drops what adopt_server() / adopt_client() made for fd when no owner will ever use it.
     void forget(int fd) noexcept;
 
     int accept(int listen_fd, void* owner) noexcept override;
@@ -72,6 +91,9 @@ private:
     using clock = std::chrono::steady_clock;
 
     conn* find(int fd) const noexcept;
+    conn* adopt(int fd, ssl_st* ssl) noexcept;
+    void on_inner_connected(conn& s, std::int32_t result) noexcept;
+    void report_connect(conn& s, std::int32_t result) noexcept;
     void on_inner(const io::completion& c) noexcept;
     void on_cipher(conn& s, const char* data, std::size_t len) noexcept;
     void handshake(conn& s) noexcept;
@@ -92,7 +114,7 @@ private:
     void free_conn(conn& s) noexcept;
 
     std::unique_ptr<io::driver> inner_;
-    const tls_context& ctx_;
+    const tls_context* ctx_;                   // the server side's; null: client descriptors only
     std::vector<conn*> by_fd_;                 // TLS state of each open descriptor, or null
     std::vector<std::unique_ptr<conn>> slots_; // every live state, by its buffer id
     std::vector<std::uint32_t> free_slots_;

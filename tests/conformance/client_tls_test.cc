@@ -1,0 +1,199 @@
+// sluice::client to https upstreams, on every backend × dispatch × wire row (the blocking rows
+// run their calls on the client's own loop): the upstream is a sluice TLS test server with
+// the run's own certificate (tests/support/test_certs.h), or a scripted one that stalls or
+// answers in plaintext. Peer verification is on unless a test turns it off.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <sluice/client.h>
+#include <sluice/coro.h>
+#include <sluice/exchange.h>
+
+#include "support/backend_matrix.h"
+#include "support/fake_upstream.h"
+#include "support/log_capture.h"
+#include "support/test_certs.h"
+#include "support/test_client.h"
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string error_text(std::error_code e) {
+    return "error " + std::string(e.category().name()) + ":" + std::to_string(e.value());
+}
+
+std::string error_text(client_errc e) {
+    return error_text(make_error_code(e));
+}
+
+class client_tls_test : public backend_test {
+protected:
+    /// A TLS upstream (epoll, one thread) with `certs`, answering GET /x with "secure".
+    void start_upstream(const test_certs& certs = shared_test_certs()) {
+        upstream_ = std::make_unique<test_server>("epoll", dispatch_mode::inline_io);
+        upstream_->config().tls.cert = certs.cert_path();
+        upstream_->config().tls.key = certs.key_path();
+        upstream_->route("GET", "/x", [](exchange& ex) { ex.response().text("secure"); });
+        upstream_->start();
+    }
+
+    std::string https_address() const { return "https://127.0.0.1:" + std::to_string(upstream_->port()); }
+
+    /// Trusts the run's CA; logs into log_.
+    client_options trusting(client_options o = {}) {
+        o.tls.ca_file = shared_test_certs().cert_path();
+        return logging(o);
+    }
+
+    client_options logging(client_options o) {
+        o.log = [this](log_level l, std::string_view text) { log_.record(l, text); };
+        return o;
+    }
+
+    void make_client(const std::string& address, client_options o) {
+        client_ = std::make_unique<client>(upstream({address}), std::move(o));
+    }
+
+    /// /cb: callback style on the server's loop; /co: coroutine style.
+    void add_routes() {
+        srv().route("GET", "/cb", [this](exchange& ex) {
+            auto ctx = ex.start_async(10s);
+            client_->send(ex.executor(), {.target = "/x"}, [ctx](result<client_response> out) mutable {
+                response res;
+                if (out) {
+                    res.status(out->status).text(out->body);
+                } else {
+                    res.status(502).text(error_text(out.error()));
+                }
+                ctx.complete(std::move(res));
+            });
+        });
+        srv().route("GET", "/co", [this](exchange& ex) -> task<> {
+            // A named request: GCC destroys a temporary of a co_await's full-expression twice.
+            client_request req{.target = "/x"};
+            result<client_response> out = co_await client_->async_send(ex.executor(), std::move(req));
+            if (out) {
+                ex.response().status(out->status).text(out->body);
+            } else {
+                ex.response().status(502).text(error_text(out.error()));
+            }
+        });
+    }
+
+    http_response call(std::string_view target) {
+        test_client c(srv().port(), 10s);
+        EXPECT_TRUE(c.send(get_request(target))) << c.error();
+        auto r = c.read_response();
+        EXPECT_TRUE(r) << c.error();
+        return r ? *r : http_response{};
+    }
+
+    void TearDown() override {
+        backend_test::TearDown();
+        client_.reset();
+        upstream_.reset();
+    }
+
+    std::unique_ptr<test_server> upstream_;
+    std::unique_ptr<client> client_;
+    log_capture log_;
+};
+
+TEST_P(client_tls_test, https_get_in_both_styles) {
+    start_upstream();
+    make_client(https_address(), trusting());
+    add_routes();
+    srv().start();
+    for (const char* style : {"/cb", "/co"}) {
+        auto r = call(style);
+        EXPECT_EQ(r.status, 200) << style << " " << r.body;
+        EXPECT_EQ(r.body, "secure") << style;
+    }
+    // One loop, sequential calls: one pooled TLS connection served both.
+    EXPECT_EQ(client_->stats().connects, 1u);
+    EXPECT_EQ(client_->stats().tls_handshakes, 1u);
+}
+
+TEST_P(client_tls_test, untrusted_certificate_is_rejected) {
+    start_upstream();
+    make_client(https_address(), logging({})); // the system bundle: it does not know the run's CA
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::tls_certificate_rejected));
+    EXPECT_EQ(call("/co").body, error_text(client_errc::tls_certificate_rejected));
+    EXPECT_TRUE(log_.contains("certificate")) << "the log says why";
+    EXPECT_TRUE(log_.contains("127.0.0.1:" + std::to_string(upstream_->port())));
+}
+
+TEST_P(client_tls_test, wrong_hostname_is_rejected) {
+    start_upstream();
+    client_options o = trusting();
+    o.tls.server_name = "wrong.example"; // the certificate names localhost and 127.0.0.1
+    make_client(https_address(), o);
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::tls_certificate_rejected));
+    EXPECT_TRUE(log_.contains("wrong.example"));
+}
+
+TEST_P(client_tls_test, verification_off_works_and_warns_once) {
+    start_upstream();
+    client_options o = logging({});
+    o.tls.verify = tls_verify::none;
+    make_client(https_address(), o);
+    EXPECT_EQ(log_.count("verification is off"), 1u);
+    EXPECT_TRUE(log_.contains(https_address()));
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, "secure");
+    EXPECT_EQ(call("/co").body, "secure");
+    EXPECT_EQ(log_.count("verification is off"), 1u);
+}
+
+TEST_P(client_tls_test, a_new_pooled_connection_resumes_the_session) {
+    start_upstream();
+    client_options o = trusting();
+    o.max_requests_per_connection = 1; // every call opens a new connection
+    make_client(https_address(), o);
+    add_routes();
+    srv().start();
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(call("/cb").body, "secure") << i;
+    }
+    const client_stats s = client_->stats();
+    EXPECT_EQ(s.connects, 3u);
+    EXPECT_EQ(s.tls_handshakes, 3u);
+    EXPECT_EQ(s.tls_resumed, 2u) << "the 2nd and 3rd connections resume the 1st's session";
+}
+
+TEST_P(client_tls_test, a_stalled_handshake_times_out) {
+    fake_upstream up(
+        [](upstream_conn& c) { (void)c.wait_closed(5s); }); // reads the ClientHello, never answers
+    make_client("https://" + up.address(), trusting({.connect_timeout = 300ms}));
+    add_routes();
+    srv().start();
+    const auto t0 = test_clock::now();
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::connect_timed_out));
+    EXPECT_LT(test_clock::now() - t0, 3s);
+    EXPECT_TRUE(wait_until([&] { return up.closed() == 1; })) << "the client closed the connection";
+}
+
+TEST_P(client_tls_test, a_plaintext_upstream_fails_the_handshake) {
+    fake_upstream up([](upstream_conn& c) {
+        (void)c.write("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    });
+    make_client("https://" + up.address(), trusting());
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, error_text(client_errc::tls_handshake_failed));
+}
+
+SLUICE_BACKEND_SUITE(client_tls_test);
+
+} // namespace
+} // namespace sluice::test

@@ -1,0 +1,61 @@
+// Upstream addresses: "host:port" as before, and http:// / https:// URLs with default ports.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include <stdexcept>
+
+#include <sluice/client.h>
+
+#include "client/upstream.h"
+
+namespace sluice::detail {
+namespace {
+
+TEST(upstream_address, host_port_is_plaintext) {
+    auto a = resolve_address("127.0.0.1:8080");
+    EXPECT_FALSE(a->tls);
+    EXPECT_EQ(a->name, "127.0.0.1:8080");
+    EXPECT_EQ(a->host, "127.0.0.1");
+}
+
+TEST(upstream_address, https_defaults_to_port_443) {
+    auto a = resolve_address("https://127.0.0.1");
+    EXPECT_TRUE(a->tls);
+    EXPECT_EQ(a->host, "127.0.0.1");
+    EXPECT_EQ(a->name, "127.0.0.1"); // the Host header: the default port is left out
+    ASSERT_EQ(a->addr.ss_family, AF_INET);
+    EXPECT_EQ(ntohs(reinterpret_cast<const sockaddr_in&>(a->addr).sin_port), 443);
+}
+
+TEST(upstream_address, https_with_port_and_trailing_slash) {
+    auto a = resolve_address("https://localhost:8443/");
+    EXPECT_TRUE(a->tls);
+    EXPECT_EQ(a->host, "localhost");
+    EXPECT_EQ(a->name, "localhost:8443");
+}
+
+TEST(upstream_address, http_defaults_to_port_80) {
+    auto a = resolve_address("http://[::1]");
+    EXPECT_FALSE(a->tls);
+    EXPECT_EQ(a->host, "::1");
+    EXPECT_EQ(a->name, "[::1]");
+    EXPECT_EQ(ntohs(reinterpret_cast<const sockaddr_in6&>(a->addr).sin6_port), 80);
+}
+
+TEST(upstream_address, malformed_urls_are_refused) {
+    EXPECT_THROW(resolve_address("https://127.0.0.1/api"), std::invalid_argument); // a path
+    EXPECT_THROW(resolve_address("ftp://127.0.0.1:21"), std::invalid_argument);
+    EXPECT_THROW(resolve_address("https://"), std::invalid_argument);
+    EXPECT_THROW(resolve_address("https://127.0.0.1:0"), std::invalid_argument);
+}
+
+TEST(upstream, tls_options_need_a_readable_ca_file) {
+    client_options o;
+    o.tls.ca_file = "/nonexistent/ca.pem";
+    EXPECT_THROW(client(upstream({"https://127.0.0.1:1"}), o), std::invalid_argument);
+    // A plaintext upstream never loads it.
+    EXPECT_NO_THROW(client(upstream({"127.0.0.1:1"}), o));
+}
+
+} // namespace
+} // namespace sluice::detail
