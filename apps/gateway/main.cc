@@ -6,8 +6,8 @@
 //   GET  /api/{style}/bytes   → upstream GET /bytes (query passed through: ?n=N)
 //   {style} = sync | async | resume | co
 //
-// 502 when the upstream fails, 504 when it times out, 503 from the limiter (--limit) or when
-// the client's pool is full.
+// 502 when the upstream fails, 504 when it times out, 503 from the limiter (--limit, on the
+// endpoints of --limit-routes) or when the client's pool is full.
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
         std::string limit = "0";
         std::string limit_queue = "1000";
         std::string limit_wait_ms = "5000";
+        std::string limit_routes;
         const sluice::app_option options[] = {
             {"upstream", "HOST:PORT", "an address of the upstream (repeatable: round robin)", nullptr},
             {"pool-size", "N", "connections per I/O loop to the upstream (default 100)", &pool_size},
@@ -82,9 +83,12 @@ int main(int argc, char** argv) {
             {"response-timeout-ms", "MS", "longest upstream call, request to last byte (default 30000)",
              &response_ms},
             {"idle-timeout-ms", "MS", "pooled idle connections close after this (default 50000)", &idle_ms},
-            {"limit", "N", "requests admitted at once, all routes together (default 0 = unlimited)", &limit},
+            {"limit", "N", "requests admitted at once, limited routes together (default 0 = unlimited)",
+             &limit},
             {"limit-queue", "Q", "requests waiting for a permit (default 1000)", &limit_queue},
             {"limit-wait-ms", "W", "longest wait for a permit, then 503 (default 5000)", &limit_wait_ms},
+            {"limit-routes", "LIST", "endpoints behind --limit: work,files,upload,bytes (default: all)",
+             &limit_routes},
         };
         std::string ignored_upstream; // --upstream is taken out above; listed for --help
         std::vector<sluice::app_option> opts(std::begin(options), std::end(options));
@@ -127,9 +131,24 @@ int main(int argc, char** argv) {
                 throw sluice::startup_error("limit", e.what());
             }
         }
+        if (!limit_routes.empty()) {
+            if (!g->limit) {
+                throw sluice::startup_error("limit-routes", "needs --limit N");
+            }
+            try {
+                g->limited_endpoints = gateway::parse_endpoints(limit_routes);
+            } catch (const std::invalid_argument& e) {
+                throw sluice::startup_error("limit-routes", e.what());
+            }
+        }
         {
             sluice::server srv(cl.cfg); // stopped and destroyed before the client it calls
             gateway::add_routes(srv, *g);
+            if (g->limit) {
+                // Metrics (sluice_limiter_*) and /readyz: a saturated limiter (every permit held,
+                // the queue full) makes the instance not ready, so a load balancer sends elsewhere.
+                srv.watch("gateway", *g->limit);
+            }
             srv.run_until_signal();
         }
         return 0;
