@@ -112,7 +112,7 @@ def plot(path):
         if key_of(r) not in keys:
             keys.append(key_of(r))
     rolls = [r for r in data.get("runs", []) if r.get("api") == "roll"]
-    fig, axes = plt.subplots(1, 3 if rolls else 2, figsize=(17 if rolls else 12, 4.8),
+    fig, axes = plt.subplots(1, 3 if rolls else 2, figsize=(19 if rolls else 13, 5),
                              gridspec_kw={"width_ratios": [3, 3, 2] if rolls else [1, 1]})
     width = 0.38
     colors = {"one": "tab:blue", "three": "tab:orange"}
@@ -135,11 +135,11 @@ def plot(path):
             if px:
                 ax.scatter(px, py, marker="D", color="black", zorder=3,
                            label="published" if t == "one" else None)
-    labels = [f"POST 74 KB\n{u} users\nwait {w / 1000:g} s" if a == "upload" else f"GET list\n{u} users"
+    labels = [f"POST\n{u} users\nwait {w / 1000:g} s" if a == "upload" else f"GET list\n{u} users"
               for a, u, w in keys]
     for ax, title in ((axes[0], "error %"), (axes[1], "TPS (log)")):
         ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels(labels, fontsize="small")
+        ax.set_xticklabels(labels, fontsize="x-small")
         ax.set_title(title)
         ax.grid(True, axis="y", alpha=0.3)
     axes[1].set_yscale("log")
