@@ -14,7 +14,7 @@
 # the pods' limits too).
 #
 #   benchmarks/scenarios/s4.sh            # uploads 20/50/80 × 5, reads 200/500/800 for READ_S, rolls: ~15 min
-#   FAST=1 benchmarks/scenarios/s4.sh     # uploads 80 × 5 (waits 5 s, 2 s), reads 500 for 8 s, rolls: ~5 min
+#   FAST=1 benchmarks/scenarios/s4.sh     # uploads 80 × 5 (waiter timeout 1 s), reads 500 for 8 s, rolls: ~5 min
 #   EXPERIMENTS="upload:80" TOPOLOGIES=one ROLL=0 benchmarks/scenarios/s4.sh
 #
 # Topologies: one   1 gateway, ONE_CPU CPUs (cfs_quota_us = ONE_CPU × period), io threads = ⌈ONE_CPU⌉
@@ -45,9 +45,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 FAST=${FAST:-0}
 if [[ $FAST == 1 ]]; then
-    EXPERIMENTS=${EXPERIMENTS-"upload:80 upload:80:2000 read:500"}
+    EXPERIMENTS=${EXPERIMENTS-"upload:80:1000 read:500"}
     READ_S=${READ_S:-8}
-    ROLL_S=${ROLL_S:-25}
+    ROLL_S=${ROLL_S:-30}
 else
     EXPERIMENTS=${EXPERIMENTS-"upload:20 upload:50 upload:80 upload:80:2000 upload:80:1000 read:200 read:500 read:800"}
     READ_S=${READ_S:-20}

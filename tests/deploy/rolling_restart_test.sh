@@ -18,7 +18,7 @@ command -v haproxy >/dev/null || skip "no haproxy"
 command -v wrk >/dev/null || skip "no wrk"
 tmp=$(mktemp -d /tmp/sluice_roll.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-BENCH_BIN_DIR=$bin RESULTS_DIR=$tmp EXPERIMENTS="" ROLL_MODES=drain ROLL_S=20 ROLL_WARM_S=2 ROLL_READ_USERS=20 \
+BENCH_BIN_DIR=$bin RESULTS_DIR=$tmp EXPERIMENTS="" ROLL_MODES=drain ROLL_S=30 ROLL_WARM_S=2 ROLL_READ_USERS=20 \
     ROLL_UPLOAD_USERS=5 timeout --kill-after=10 150 "$src/benchmarks/scenarios/s4.sh" >"$tmp/run.log" 2>&1 || {
     cat "$tmp/run.log"
     exit 1
