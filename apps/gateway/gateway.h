@@ -16,6 +16,9 @@ struct gateway {
     gateway(sluice::upstream up, sluice::client_options options) : api(std::move(up), options) {}
     sluice::client api;
     std::unique_ptr<sluice::limiter> limit; // null: unlimited
+    /// The endpoints behind `limit` (`work`, `files`, `upload`, `bytes`); empty: every one.
+    /// S4 guards only the uploads, as the seed's Semaphore(50) did, so reads never wait.
+    std::vector<std::string> limited_endpoints;
 };
 
 /// How the upstream request holds the incoming body (neither copies it).
@@ -42,8 +45,13 @@ struct route {
     sluice::handler h;
 };
 
+/// `work,upload` -> {"work", "upload"}: the endpoint names of --limit-routes. Throws
+/// std::invalid_argument on an empty list, an empty item or a name that is not an endpoint.
+std::vector<std::string> parse_endpoints(std::string_view list);
+
 /// GET /api/{style}/work, GET /api/{style}/files, POST /api/{style}/upload and
-/// GET /api/{style}/bytes for the four styles (styles.cc), behind the limiter if any.
+/// GET /api/{style}/bytes for the four styles (styles.cc), the limited endpoints behind the
+/// limiter if any.
 std::vector<route> routes(gateway& g);
 
 /// Adds routes(g) to srv.

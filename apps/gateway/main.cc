@@ -6,8 +6,8 @@
 //   GET  /api/{style}/bytes   → upstream GET /bytes (query passed through: ?n=N)
 //   {style} = sync | async | resume | co
 //
-// 502 when the upstream fails, 504 when it times out, 503 from the limiter (--limit) or when
-// the client's pool is full.
+// 502 when the upstream fails, 504 when it times out, 503 from the limiter (--limit, on the
+// endpoints of --limit-routes) or when the client's pool is full.
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
         std::string ca_file;
         std::string tls_verify = "on";
         std::string server_name;
+        std::string limit_routes;
         const sluice::app_option options[] = {
             {"upstream", "HOST:PORT|https://HOST[:PORT]",
              "an address of the upstream (repeatable: round robin); https:// speaks TLS", nullptr},
@@ -86,7 +87,8 @@ int main(int argc, char** argv) {
             {"response-timeout-ms", "MS", "longest upstream call, request to last byte (default 30000)",
              &response_ms},
             {"idle-timeout-ms", "MS", "pooled idle connections close after this (default 50000)", &idle_ms},
-            {"limit", "N", "requests admitted at once, all routes together (default 0 = unlimited)", &limit},
+            {"limit", "N", "requests admitted at once, limited routes together (default 0 = unlimited)",
+             &limit},
             {"limit-queue", "Q", "requests waiting for a permit (default 1000)", &limit_queue},
             {"limit-wait-ms", "W", "longest wait for a permit, then 503 (default 5000)", &limit_wait_ms},
             {"upstream-ca-file", "PATH", "PEM CAs trusted for https upstreams (default: the system's)",
@@ -95,6 +97,8 @@ int main(int argc, char** argv) {
              "check https upstreams' certificates (default on; off logs a warning)", &tls_verify},
             {"upstream-server-name", "NAME",
              "SNI and certificate name for https upstreams (default: the host)", &server_name},
+            {"limit-routes", "LIST", "endpoints behind --limit: work,files,upload,bytes (default: all)",
+             &limit_routes},
         };
         std::string ignored_upstream; // --upstream is taken out above; listed for --help
         std::vector<sluice::app_option> opts(std::begin(options), std::end(options));
@@ -145,9 +149,24 @@ int main(int argc, char** argv) {
                 throw sluice::startup_error("limit", e.what());
             }
         }
+        if (!limit_routes.empty()) {
+            if (!g->limit) {
+                throw sluice::startup_error("limit-routes", "needs --limit N");
+            }
+            try {
+                g->limited_endpoints = gateway::parse_endpoints(limit_routes);
+            } catch (const std::invalid_argument& e) {
+                throw sluice::startup_error("limit-routes", e.what());
+            }
+        }
         {
             sluice::server srv(cl.cfg); // stopped and destroyed before the client it calls
             gateway::add_routes(srv, *g);
+            if (g->limit) {
+                // Metrics (sluice_limiter_*) and /readyz: a saturated limiter (every permit held,
+                // the queue full) makes the instance not ready, so a load balancer sends elsewhere.
+                srv.watch("gateway", *g->limit);
+            }
             srv.run_until_signal();
         }
         return 0;

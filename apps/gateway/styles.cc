@@ -14,8 +14,12 @@
 // whatever the size); sync and co buffer it whole (max_response_bytes): sync because its
 // thread waits anyway, co because a coroutine cannot yet write a streamed piece and await the
 // drain (docs/gateway.md).
+#include <algorithm>
+#include <iterator>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "gateway.h"
 #include "relay.h"
@@ -78,7 +82,47 @@ sluice::handler co_style(gateway& g, std::string path) {
     });
 }
 
+struct endpoint {
+    const char* method;
+    const char* path; // below /api/{style}, and on the upstream; its name without the '/'
+};
+constexpr endpoint endpoints[] = {
+    {"GET", "/work"}, {"GET", "/files"}, {"POST", "/upload"}, {"GET", "/bytes"}};
+
+bool is_limited(const gateway& g, const endpoint& e) {
+    if (!g.limit) {
+        return false;
+    }
+    const std::string_view name = std::string_view(e.path).substr(1);
+    return g.limited_endpoints.empty() || std::find(g.limited_endpoints.begin(), g.limited_endpoints.end(),
+                                                    name) != g.limited_endpoints.end();
+}
+
 } // namespace
+
+std::vector<std::string> parse_endpoints(std::string_view list) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t comma = list.find(',', start);
+        const std::string_view item =
+            list.substr(start, comma == std::string_view::npos ? comma : comma - start);
+        const bool known = std::any_of(std::begin(endpoints), std::end(endpoints), [&](const endpoint& e) {
+            return std::string_view(e.path).substr(1) == item;
+        });
+        if (!known) {
+            throw std::invalid_argument(
+                "\"" + std::string(item) +
+                "\" is not an endpoint (expected a comma-separated list of work, files, "
+                "upload, bytes)");
+        }
+        out.emplace_back(item);
+        if (comma == std::string_view::npos) {
+            return out;
+        }
+        start = comma + 1;
+    }
+}
 
 std::vector<route> routes(gateway& g) {
     std::vector<route> out;
@@ -88,16 +132,10 @@ std::vector<route> routes(gateway& g) {
     };
     static constexpr style styles[] = {
         {"sync", &sync_style}, {"async", &async_style}, {"resume", &resume_style}, {"co", &co_style}};
-    struct endpoint {
-        const char* method;
-        const char* path; // below /api/{style}, and on the upstream
-    };
-    static constexpr endpoint endpoints[] = {
-        {"GET", "/work"}, {"GET", "/files"}, {"POST", "/upload"}, {"GET", "/bytes"}};
     for (const style& s : styles) {
         for (const endpoint& e : endpoints) {
             sluice::handler h = s.make(g, e.path);
-            if (g.limit) {
+            if (is_limited(g, e)) {
                 h = sluice::limited(*g.limit, std::move(h));
             }
             out.push_back({e.method, std::string("/api/") + s.name + e.path, std::move(h)});

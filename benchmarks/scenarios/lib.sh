@@ -6,6 +6,7 @@
 # those PIDs (and the children of an nginx master we started). Every wait is bounded.
 #
 # BENCH_NICE (unset): run sluice-hello under nice -n BENCH_NICE.
+# BENCH_CGROUP (unset): a cgroup v1 directory a server started by bench_start_app joins (S4).
 # Binaries: $BENCH_BIN_DIR, else the first of build/release/bin and build/bench/bin that holds
 # both sluice-hello and sluice-connhold.
 # Results: $RESULTS_DIR (default benchmarks/results)/<scenario>-<UTC timestamp>.{json,md}.
@@ -153,6 +154,10 @@ bench_start_app() {
     local cmd=("$BIN_DIR/$bin" --listen "127.0.0.1:$port" "$@")
     # BENCH_NICE: the server's scheduling priority (nice execs, so the PID stays the server's).
     [[ -n ${BENCH_NICE:-} ]] && cmd=(nice -n "$BENCH_NICE" "${cmd[@]}")
+    # BENCH_CGROUP (S4's CPU quotas): a cgroup v1 directory the server joins before it execs, so
+    # every thread it ever starts is in it (moving a running PID later would race its threads).
+    # shellcheck disable=SC2016 # $0 and $@ are the inner shell's
+    [[ -n ${BENCH_CGROUP:-} ]] && cmd=(sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$BENCH_CGROUP" "${cmd[@]}")
     bench_log_cmd "${cmd[*]}"
     # The logged command is the whole configuration: no SLUICE_<KEY> from our environment leaks in
     # (sluice also refuses to start on an unknown SLUICE_ variable).

@@ -16,6 +16,7 @@
 #include "support/app_process.h"
 #include "support/backend_matrix.h"
 #include "support/test_certs.h"
+#include "support/process.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -185,6 +186,41 @@ TEST_P(gateway_test, a_full_limiter_gives_503) {
     EXPECT_EQ(r->status, 200);
 }
 
+// S4: only the uploads are behind the permits (the seed's Semaphore(50)); reads never wait.
+TEST_P(gateway_test, limit_routes_puts_only_the_named_endpoints_behind_the_limiter) {
+    if (GetParam().style == "sync" && GetParam().backend != "blocking") {
+        GTEST_SKIP() << "a sync call blocks the one loop: the second request is not even read meanwhile";
+    }
+    start_gateway({"--limit", "1", "--limit-queue", "0", "--limit-routes", "work", "--set",
+                   "admin.listen=127.0.0.1:0"});
+    ASSERT_NE(gateway_->admin_port(), 0) << gateway_->log();
+    auto ready = fetch(get_request("/readyz"), gateway_->admin_port());
+    ASSERT_TRUE(ready);
+    EXPECT_EQ(ready->status, 200) << ready->body;
+    test_client first(gateway_->port());
+    ASSERT_TRUE(first.send(get_request(api("/work?ms=800")))) << first.error();
+    ASSERT_TRUE(wait_until([&] {
+        auto s = fetch(get_request("/stats"), upstream_->port());
+        return s && s->body.find("\"in_flight\":1") != std::string::npos;
+    }));
+    // The one permit is held and no one may queue: the limiter is saturated, which the admin
+    // listener reports (the gateway watches its limiter), and a second /work is turned away...
+    auto not_ready = fetch(get_request("/readyz"), gateway_->admin_port());
+    ASSERT_TRUE(not_ready);
+    EXPECT_EQ(not_ready->status, 503);
+    EXPECT_NE(not_ready->body.find("limiter 'gateway' saturated"), std::string::npos) << not_ready->body;
+    auto second = fetch(get_request(api("/work?ms=1")));
+    ASSERT_TRUE(second);
+    EXPECT_EQ(second->status, 503);
+    // ...while /files, not named in --limit-routes, goes through.
+    auto files = fetch(get_request(api("/files")));
+    ASSERT_TRUE(files);
+    EXPECT_EQ(files->status, 200);
+    auto r = first.read_response();
+    ASSERT_TRUE(r) << first.error();
+    EXPECT_EQ(r->status, 200);
+}
+
 TEST_P(gateway_test, a_client_leaving_mid_call_cancels_the_upstream_call) {
     if (GetParam().style == "sync") {
         GTEST_SKIP() << "a blocking call cannot be cancelled: it ends with the upstream's answer";
@@ -223,6 +259,24 @@ std::string param_name(const ::testing::TestParamInfo<gateway_param>& p) {
 }
 
 INSTANTIATE_TEST_SUITE_P(backends, gateway_test, ::testing::ValuesIn(matrix()), param_name);
+
+process_result run_gateway(std::vector<std::string> args) {
+    args.insert(args.begin(), {SLUICE_GATEWAY_BIN, "--upstream", "127.0.0.1:9", "--listen", "127.0.0.1:0"});
+    return run_process(args, milliseconds(5000));
+}
+
+TEST(gateway_flags, limit_routes_names_endpoints_and_needs_a_limit) {
+    const auto unknown = run_gateway({"--limit", "5", "--limit-routes", "upload,nosuch"});
+    EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+    EXPECT_NE(unknown.err.find("limit-routes"), std::string::npos) << unknown.err;
+    EXPECT_NE(unknown.err.find("\"nosuch\" is not an endpoint"), std::string::npos) << unknown.err;
+    const auto empty_item = run_gateway({"--limit", "5", "--limit-routes", "upload,"});
+    EXPECT_EQ(empty_item.exit_code, 2) << empty_item.err;
+    EXPECT_NE(empty_item.err.find("\"\" is not an endpoint"), std::string::npos) << empty_item.err;
+    const auto no_limit = run_gateway({"--limit-routes", "upload"});
+    EXPECT_EQ(no_limit.exit_code, 2) << no_limit.err;
+    EXPECT_NE(no_limit.err.find("needs --limit N"), std::string::npos) << no_limit.err;
+}
 
 } // namespace
 } // namespace sluice::test
