@@ -15,8 +15,8 @@
 
 #include "support/app_process.h"
 #include "support/backend_matrix.h"
-#include "support/test_certs.h"
 #include "support/process.h"
+#include "support/test_certs.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
