@@ -112,7 +112,14 @@ int on_ticket(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX* 
     if (extras == nullptr || !extras->tickets) {
         return -1;
     }
-    return extras->tickets->on_ticket(name, iv, cipher, mac, enc);
+    const int r = extras->tickets->on_ticket(name, iv, cipher, mac, enc);
+    // TLS 1.3: after a resumed handshake OpenSSL sends a new ticket only when the callback asks
+    // for renewal (2). Without one, a client that uses each ticket once (RFC 8446 C.4) has
+    // nothing to offer next time, and a chain of pooled connections resumes only once.
+    if (enc == 0 && r == 1 && SSL_version(ssl) == TLS1_3_VERSION) {
+        return 2;
+    }
+    return r;
 }
 
 std::shared_ptr<SSL_CTX> owned(SSL_CTX* ctx) {
