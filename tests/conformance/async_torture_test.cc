@@ -448,7 +448,7 @@ void async_torture_test::check_records(const round_state& rs, int round) {
 void async_torture_test::run_round(int round, std::size_t exchanges, std::uint64_t seed) {
     const std::size_t fds_before = open_fds();
     auto rs = std::make_shared<round_state>(exchanges, seed);
-    server_ = std::make_unique<test_server>(GetParam().backend, GetParam().dispatch);
+    server_ = make_server(); // TLS on the {tls} rows, as in SetUp()
     server_->config().io_threads = 2;
     server_->route("GET", "/t/{id}", [this, rs](exchange& ex) { handle(ex, rs); });
     server_->start();

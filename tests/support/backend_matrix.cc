@@ -71,12 +71,17 @@ void backend_test::SetUp() {
     if (!why.empty()) {
         GTEST_SKIP() << "backend " << GetParam().backend << " cannot run here: " << why;
     }
-    server_ = std::make_unique<test_server>(GetParam().backend, GetParam().dispatch);
+    server_ = make_server();
+}
+
+std::unique_ptr<test_server> backend_test::make_server() const {
+    auto s = std::make_unique<test_server>(GetParam().backend, GetParam().dispatch);
     if (GetParam().wire == wire::tls) {
         // The TLS driver wraps the backend's: every case written for plaintext runs over it.
-        server_->config().tls.cert = shared_test_certs().cert_path();
-        server_->config().tls.key = shared_test_certs().key_path();
+        s->config().tls.cert = shared_test_certs().cert_path();
+        s->config().tls.key = shared_test_certs().key_path();
     }
+    return s;
 }
 
 void backend_test::TearDown() {

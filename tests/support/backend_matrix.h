@@ -57,6 +57,9 @@ protected:
     bool connection_per_thread() const noexcept;
     bool pool_dispatch() const noexcept { return GetParam().dispatch == dispatch_mode::pool; }
     bool over_tls() const noexcept { return GetParam().wire == wire::tls; }
+    /// A further server for this row (backend, dispatch, and TLS on the {tls} rows), for cases
+    /// with more than one (a restart hands the port over to a second server).
+    std::unique_ptr<test_server> make_server() const;
 
     std::unique_ptr<test_server> server_;
     background bg_;
