@@ -29,7 +29,7 @@ FROM debian:12-slim
 # runtime-packages: the shared libraries of the apps besides libc6, libstdc++6 and libgcc-s1
 # (in the base image); the deploy.dockerfile test compares this line with ldd of the build.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libfmt9 liburing2 \
+    && apt-get install -y --no-install-recommends libfmt9 libssl3 liburing2 \
     && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 sluice \
     && useradd --system --uid 10001 --gid sluice --no-create-home --shell /usr/sbin/nologin sluice
