@@ -6,6 +6,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -59,8 +60,24 @@ int connect_loopback(std::uint16_t port) {
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-        ::close(fd);
-        return -1;
+        // With SO_SNDTIMEO set, a connect interrupted by a signal is not restarted (signal(7)):
+        // it fails with EINTR (or EINPROGRESS at the timeout) and goes on in the background.
+        // Wait for it to finish rather than fail the case.
+        if (errno != EINTR && errno != EINPROGRESS) {
+            ::close(fd);
+            return -1;
+        }
+        pollfd p{fd, POLLOUT, 0};
+        int rc = 0;
+        do {
+            rc = ::poll(&p, 1, 10'000);
+        } while (rc < 0 && errno == EINTR);
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (rc <= 0 || ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+            ::close(fd);
+            return -1;
+        }
     }
     return fd;
 }
