@@ -13,7 +13,6 @@
 //
 // The seed is printed; SLUICE_TORTURE_SEED=<n> replays it (interleavings still vary), and
 // SLUICE_TORTURE_EXCHANGES=<n> sets the exchanges per backend × dispatch pair.
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -34,6 +33,7 @@
 
 #include "support/backend_matrix.h"
 #include "support/delay_pool.h"
+#include "support/open_fds.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -63,17 +63,6 @@ std::uint64_t torture_seed() {
         return s;
     }();
     return seed;
-}
-
-std::size_t open_fds() {
-    std::size_t n = 0;
-    if (DIR* d = ::opendir("/proc/self/fd")) {
-        while (::readdir(d) != nullptr) {
-            ++n;
-        }
-        ::closedir(d);
-    }
-    return n;
 }
 
 int code_of(const std::error_code& e) noexcept {

@@ -19,16 +19,6 @@ namespace {
 
 class tls_session_id_test : public backend_test {};
 
-std::vector<backend_param> tls_rows() {
-    std::vector<backend_param> out;
-    for (backend_param& p : backend_matrix()) {
-        if (p.wire == wire::tls) {
-            out.push_back(std::move(p));
-        }
-    }
-    return out;
-}
-
 // Runs an OpenSSL step on a non-blocking socket until it succeeds, fails or the deadline passes.
 template <typename Step>
 int drive(SSL* ssl, int fd, test_clock::time_point deadline, Step step) {
@@ -112,7 +102,7 @@ TEST_P(tls_session_id_test, a_session_resumes_by_id_after_the_client_closed_firs
     SSL_CTX_free(ctx);
 }
 
-INSTANTIATE_TEST_SUITE_P(backends, tls_session_id_test, ::testing::ValuesIn(tls_rows()), backend_param_name);
+SLUICE_TLS_BACKEND_SUITE(tls_session_id_test);
 
 } // namespace
 } // namespace sluice::test

@@ -2,7 +2,6 @@
 // pieces, hostile or confused peers (plaintext to the TLS port, garbage, a client that stops
 // mid-handshake), close_notify, renegotiation; each ends in a clean close, never a crash,
 // a hang or a leaked descriptor.
-#include <dirent.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "support/backend_matrix.h"
+#include "support/open_fds.h"
 #include "support/test_certs.h"
 #include "support/test_client.h"
 
@@ -28,27 +28,6 @@ protected:
         srv().start();
     }
 };
-
-std::vector<backend_param> tls_rows() {
-    std::vector<backend_param> out;
-    for (backend_param& p : backend_matrix()) {
-        if (p.wire == wire::tls) {
-            out.push_back(std::move(p));
-        }
-    }
-    return out;
-}
-
-std::size_t open_fds() {
-    std::size_t n = 0;
-    if (DIR* d = ::opendir("/proc/self/fd")) {
-        while (::readdir(d) != nullptr) {
-            ++n;
-        }
-        ::closedir(d);
-    }
-    return n;
-}
 
 // The ClientHello an OpenSSL client sends first, made without a socket (memory BIOs).
 std::string client_hello(SSL* ssl) {
@@ -219,7 +198,7 @@ TEST_P(tls_test, renegotiation_is_refused_and_the_server_goes_on) {
     EXPECT_EQ(r->status, 200);
 }
 
-INSTANTIATE_TEST_SUITE_P(backends, tls_test, ::testing::ValuesIn(tls_rows()), backend_param_name);
+SLUICE_TLS_BACKEND_SUITE(tls_test);
 
 // TLS sent to a plaintext port: the server answers 400 or closes; it never crashes.
 class tls_to_plain_test : public backend_test {};

@@ -1,7 +1,6 @@
 // The hand-over protocol (handover.h) over a socketpair: descriptors and their roles arrive
 // intact, and every malformed, silent or vanished peer ends in an error (or "peer left")
 // within the deadline, with no descriptor left open.
-#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -19,6 +18,7 @@
 #include "server/handover.h"
 #include "server/inherited_listeners.h"
 #include "server/socket_util.h"
+#include "support/open_fds.h"
 
 namespace sluice::testing {
 namespace {
@@ -27,17 +27,6 @@ using namespace std::chrono_literals;
 using detail::ack_result;
 using detail::handed_fd;
 using detail::listener_role;
-
-std::size_t open_fds() {
-    std::size_t n = 0;
-    if (DIR* d = ::opendir("/proc/self/fd")) {
-        while (::readdir(d) != nullptr) {
-            ++n;
-        }
-        ::closedir(d);
-    }
-    return n;
-}
 
 struct pair {
     int old_side = -1;
@@ -144,11 +133,11 @@ TEST(handover_protocol, an_unknown_listener_kind_is_refused_without_leaking_the_
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(cm), &a, sizeof a);
     ASSERT_GT(::sendmsg(p.old_side, &msg, 0), 0);
-    const std::size_t before = open_fds();
+    const std::size_t before = test::open_fds();
     auto got = detail::receive_listeners(p.new_side, soon());
     EXPECT_NE(got.error.find("unknown listener kind"), std::string::npos) << got.error;
     EXPECT_TRUE(got.fds.empty());
-    EXPECT_EQ(open_fds(), before) << "the received descriptor was closed";
+    EXPECT_EQ(test::open_fds(), before) << "the received descriptor was closed";
     ::close(a);
 }
 
