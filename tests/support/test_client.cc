@@ -173,14 +173,9 @@ test_client::fill test_client::fill_once(test_clock::time_point deadline) {
             eof_ = true; // a fatal alert ends the stream as a reset does
             return fill::eof;
         }
-        pollfd p{fd_, static_cast<short>(r == tls_stream::result::want_read ? POLLIN : POLLOUT), 0};
-        const int rc = ::poll(&p, 1, remaining_ms(deadline));
-        if (rc == 0) {
-            return fill::timeout;
-        }
-        if (rc < 0 && errno != EINTR) {
-            fail(std::string("poll: ") + std::strerror(errno));
-            return fill::failed;
+        if (const fill w = await_ready(r == tls_stream::result::want_read ? POLLIN : POLLOUT, deadline);
+            w != fill::data) {
+            return w;
         }
     }
     while (true) {
@@ -201,16 +196,23 @@ test_client::fill test_client::fill_once(test_clock::time_point deadline) {
             fail(std::string("recv: ") + std::strerror(errno));
             return fill::failed;
         }
-        pollfd p{fd_, POLLIN, 0};
-        const int rc = ::poll(&p, 1, remaining_ms(deadline));
-        if (rc == 0) {
-            return fill::timeout;
-        }
-        if (rc < 0 && errno != EINTR) {
-            fail(std::string("poll: ") + std::strerror(errno));
-            return fill::failed;
+        if (const fill w = await_ready(POLLIN, deadline); w != fill::data) {
+            return w;
         }
     }
+}
+
+test_client::fill test_client::await_ready(short events, test_clock::time_point deadline) {
+    pollfd p{fd_, events, 0};
+    const int rc = ::poll(&p, 1, remaining_ms(deadline));
+    if (rc == 0) {
+        return fill::timeout;
+    }
+    if (rc < 0 && errno != EINTR) {
+        fail(std::string("poll: ") + std::strerror(errno));
+        return fill::failed;
+    }
+    return fill::data; // ready (or interrupted): the caller reads again
 }
 
 std::optional<http_response> test_client::read_response(body_rule rule) {

@@ -88,6 +88,8 @@ public:
 private:
     enum class fill { data, eof, timeout, failed };
     fill fill_once(test_clock::time_point deadline);
+    /// Polls for `events` until the deadline: data when ready, else timeout or failed.
+    fill await_ready(short events, test_clock::time_point deadline);
     bool write_all(std::string_view bytes, test_clock::time_point deadline);
     void fail(std::string what);
 
