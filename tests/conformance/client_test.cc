@@ -426,7 +426,52 @@ TEST_P(client_test, many_concurrent_calls_share_a_small_pool) {
     EXPECT_EQ(client_->stats().completed, 40u);
 }
 
-TEST_P(client_test, server_stop_cancels_calls_in_flight_at_once) {
+// A server stop is a drain, and an exchange waiting for its upstream call is a request in
+// progress: the call goes on and its answer reaches the client (a gateway that cancelled its
+// calls at the stop would answer every proxied request in flight with 502).
+TEST_P(client_test, server_stop_lets_calls_in_flight_finish_in_the_drain) {
+    auto go = std::make_shared<std::atomic<bool>>(false);
+    fake_upstream up([go](upstream_conn& c) {
+        if (c.read_request()) {
+            (void)wait_until([&] { return go->load(); });
+            (void)c.write(upstream_response(200, "late but here"));
+        }
+    });
+    make_client({up.address()});
+    add_routes();
+    srv().config().shutdown_timeout_ms = 10'000;
+    srv().start();
+    std::vector<std::unique_ptr<test_client>> clients;
+    for (const char* style : {"/cb", "/co"}) {
+        clients.push_back(std::make_unique<test_client>(srv().port(), 10s));
+        ASSERT_TRUE(clients.back()->send(get_request(style))) << clients.back()->error();
+    }
+    ASSERT_TRUE(wait_until([&] { return up.accepted() == 2; }));
+    ASSERT_TRUE(srv().wait_suspended(2));
+    auto stopped = std::make_shared<std::atomic<bool>>(false);
+    bg_.run([this, stopped] {
+        srv().stop();
+        stopped->store(true);
+    });
+    // The drain has begun (no new connection is accepted); then the upstream answers.
+    ASSERT_TRUE(wait_until([&] { return !test_client(srv().port(), 500ms).connected(); }));
+    EXPECT_FALSE(stopped->load());
+    go->store(true);
+    for (auto& c : clients) {
+        auto r = c->read_response();
+        ASSERT_TRUE(r) << c->error();
+        EXPECT_EQ(r->status, 200) << r->body;
+        EXPECT_EQ(r->body, "late but here");
+    }
+    EXPECT_TRUE(wait_until([&] { return stopped->load(); }));
+    bg_.join();
+    EXPECT_EQ(client_->stats().completed, 2u);
+    EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; }));
+}
+
+// When the drain runs out the exchanges end (503), and the calls still running are cancelled:
+// the stop does not wait for the upstream's response_timeout.
+TEST_P(client_test, server_stop_cancels_calls_still_running_when_the_drain_ends) {
     fake_upstream up([](upstream_conn& c) {
         if (c.read_request()) {
             (void)c.wait_closed(10s); // would hold the call for response_timeout
@@ -434,21 +479,31 @@ TEST_P(client_test, server_stop_cancels_calls_in_flight_at_once) {
     });
     make_client({up.address()});
     add_routes();
-    srv().config().shutdown_timeout_ms = 1500;
+    srv().config().shutdown_timeout_ms = 300;
     srv().start();
-    test_client c(srv().port(), 10s);
-    ASSERT_TRUE(c.send(get_request("/co"))) << c.error();
-    ASSERT_TRUE(wait_until([&] { return up.accepted() == 1; }));
-    ASSERT_TRUE(srv().wait_suspended(1));
+    std::vector<std::unique_ptr<test_client>> clients;
+    for (const char* style : {"/cb", "/co"}) {
+        clients.push_back(std::make_unique<test_client>(srv().port(), 10s));
+        ASSERT_TRUE(clients.back()->send(get_request(style))) << clients.back()->error();
+    }
+    ASSERT_TRUE(wait_until([&] { return up.accepted() == 2; }));
+    ASSERT_TRUE(srv().wait_suspended(2));
     const auto t0 = test_clock::now();
     srv().stop();
-    // On a reactor the call lives on the server's loop, whose pool cancels it when the stop
-    // begins. On the blocking backend it lives on the client's own loop, which outlives the
-    // server: the drain's end (shutdown_timeout_ms) ends the exchange, and so the call.
-    EXPECT_LT(test_clock::now() - t0, connection_per_thread() ? 4000ms : 1000ms)
-        << "the stop waited for the upstream";
-    EXPECT_TRUE(wait_until([&] { return up.closed() == 1; })) << "the upstream connection stayed open";
-    EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; }));
+    // shutdown_timeout_ms, then at most the second the drain gives a response to leave.
+    EXPECT_LT(test_clock::now() - t0, 4000ms) << "the stop waited for the upstream";
+    for (auto& c : clients) {
+        auto r = c->read_response();
+        ASSERT_TRUE(r) << c->error();
+        EXPECT_EQ(r->status, 503) << r->body;
+    }
+    // On a reactor both calls live on the server's loop, whose pool ends them once the
+    // server's connections are gone. On the blocking backend they live on the client's own
+    // loop, which outlives the server: the coroutine's call ends with its exchange, the
+    // callback's runs on (to response_timeout, or until the client goes).
+    const int left = connection_per_thread() ? 1 : 0;
+    EXPECT_TRUE(wait_until([&] { return up.closed() == 2 - left; })) << "an upstream connection stayed open";
+    EXPECT_TRUE(wait_until([&] { return client_->stats().open == static_cast<std::size_t>(left); }));
 }
 
 SLUICE_BACKEND_SUITE(client_test);

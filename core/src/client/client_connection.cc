@@ -30,8 +30,9 @@ client_connection::client_connection(std::shared_ptr<client_pool> pool, std::siz
     : pool_(std::move(pool)), loop_(pool_->owner_loop()), transport_(loop_, *this),
       session_(pool_->config().options.max_response_bytes), timer_(&on_timer, this), created_(loop_.now()),
       address_(address) {
-    // The loop runs until every connection's fd is back from the driver (rule 4).
-    loop_.retain();
+    // The loop runs until every connection's fd is back from the driver (rule 4). Background:
+    // a stopping loop with nothing else left runs the pool's on_drained hook, which closes it.
+    loop_.retain_background();
     pool_->config().counters->open.fetch_add(1, std::memory_order_relaxed);
     pool_->config().counters->connects.fetch_add(1, std::memory_order_relaxed);
 }
@@ -320,7 +321,7 @@ void client_connection::on_closed() noexcept {
     pool_->config().counters->open.fetch_sub(1, std::memory_order_relaxed);
     detail::loop& l = loop_;
     delete this;
-    l.release();
+    l.release_background();
 }
 
 } // namespace sluice::detail

@@ -18,13 +18,17 @@ std::int64_t ns_of(clock::time_point t) noexcept {
 } // namespace
 
 void client_pool::attach() {
-    // The server stops: calls still running here end with cancelled now rather than keep the
-    // loop alive for up to response_timeout (their exchanges are being drained anyway).
-    loop_.on_stop([self = shared_from_this()] { self->shutdown(); });
+    // The server stops: its exchanges in progress get shutdown_timeout_ms to finish, and the
+    // upstream calls they wait for are part of that (a gateway's drain would otherwise answer
+    // every proxied request in flight with 502). Once the server's connections have all
+    // closed (answered, or ended when the drain ran out), only this pool's connections keep
+    // the loop: calls still running then end with cancelled and the connections close.
+    loop_.on_drained([self = shared_from_this()] { self->shutdown(); });
 }
 
 void client_pool::submit(std::shared_ptr<client_call_state> call) noexcept {
-    if (stopped_ || loop_.stop_requested() || call->cancel_requested.load(std::memory_order_acquire)) {
+    // A stop in progress is no reason to refuse: the exchange that calls may be draining.
+    if (stopped_ || call->cancel_requested.load(std::memory_order_acquire)) {
         deliver(call, result<client_response>(client_errc::cancelled));
         return;
     }

@@ -107,7 +107,12 @@ void loop::run(run_mode mode) {
     port_->set_owner_thread(std::this_thread::get_id());
     for (;;) {
         if (stopping_ && !stop_hooks_ran_) {
-            run_stop_hooks();
+            stop_hooks_ran_ = true;
+            run_hooks(stop_hooks_);
+        }
+        if (stopping_ && live_ == background_ && !drained_hooks_ran_) {
+            drained_hooks_ran_ = true;
+            run_hooks(drained_hooks_);
         }
         if (live_ == 0 && (stopping_ || mode == run_mode::until_idle)) {
             break;
@@ -122,10 +127,9 @@ void loop::run(run_mode mode) {
     }
 }
 
-void loop::run_stop_hooks() {
-    stop_hooks_ran_ = true;
-    auto hooks = std::move(stop_hooks_);
-    for (auto& h : hooks) {
+void loop::run_hooks(std::vector<std::function<void()>>& hooks) {
+    auto run = std::move(hooks);
+    for (auto& h : run) {
         h();
     }
 }

@@ -85,6 +85,17 @@ public:
     void retain() noexcept { ++live_; }
     void release() noexcept { --live_; }
     std::size_t live() const noexcept { return live_; }
+    /// Objects that serve the others (a client pool's connections, for the exchanges of this
+    /// loop): they keep the loop running like the rest, but once a stop has begun and only
+    /// they are left, the loop runs its on_drained() hooks, which close them.
+    void retain_background() noexcept {
+        ++live_;
+        ++background_;
+    }
+    void release_background() noexcept {
+        --live_;
+        --background_;
+    }
 
     /// The time of the current iteration (read once per wait, so deadlines of one batch agree).
     clock::time_point now() const noexcept { return now_; }
@@ -103,13 +114,16 @@ public:
     /// Called by the loop when stop() is first seen, on the loop thread (listeners close,
     /// connections drain).
     void on_stop(std::function<void()> fn) { stop_hooks_.push_back(std::move(fn)); }
+    /// Called once, on the loop thread, when a stop has begun and only background objects keep
+    /// the loop (the server's connections have all closed: its drain is over).
+    void on_drained(std::function<void()> fn) { drained_hooks_.push_back(std::move(fn)); }
 
     /// For the watchdog: when the current iteration started dispatching (0 while waiting).
     std::int64_t busy_since_ns() const noexcept { return busy_since_.load(std::memory_order_relaxed); }
 
 private:
     void run_iteration(bool block);
-    void run_stop_hooks();
+    static void run_hooks(std::vector<std::function<void()>>& hooks);
     void run_tasks(std::vector<loop_port::task>& tasks);
     void close_port();
     void drop_owned_timers() noexcept;
@@ -127,9 +141,12 @@ private:
     std::vector<deferred*> deferred_;
     std::vector<deferred*> deferred_running_;
     std::vector<std::function<void()>> stop_hooks_;
+    std::vector<std::function<void()>> drained_hooks_;
     std::size_t live_ = 0;
+    std::size_t background_ = 0; ///< of live_
     bool stopping_ = false;
     bool stop_hooks_ran_ = false;
+    bool drained_hooks_ran_ = false;
     std::atomic<bool> stop_requested_{false};
     std::atomic<std::int64_t> busy_since_{0};
 };
