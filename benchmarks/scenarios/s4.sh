@@ -29,13 +29,16 @@
 # seconds; after ROLL_WARM_S each instance in turn gets SIGTERM (it drains: /readyz 503 at once,
 # listeners closed, requests in progress finish), is waited for, started again on the same
 # ports, and the next one waits until haproxy has it UP again. Every failed request counts.
-# Once per ROLL_MODES: sigterm (SIGTERM alone) and drain (first haproxy's `set server ... state
-# drain` and a wait until it has nothing in progress there: Kubernetes' preStop step).
+# Once per ROLL_MODES: sigterm (SIGTERM alone), drain (first haproxy's `set server ... state
+# drain` and a wait until it has nothing in progress there: Kubernetes' preStop step) and delay
+# (SIGTERM alone, the gateways started with shutdown_delay_ms=SHUTDOWN_DELAY_MS: they go on
+# serving with /readyz at 503 until haproxy's health check has taken them out).
 # Environment (defaults): EXPERIMENTS, TOPOLOGIES ("one three"), LOOPS (5), RAMP_UP (5),
 # READ_S (20; FAST 8), BANDWIDTH_MBIT (7), LIMIT (50), LIMIT_QUEUE (1000), LIMIT_WAIT_MS (5000:
 # the gateway's default), RESPONSE_TIMEOUT_MS (30000), CLIENT_TIMEOUT_S (60), UPLOAD_BYTES
 # (75776), ONE_CPU (1.5), SMALL_CPU (0.5), ROLL (1), ROLL_S (40; FAST 30), ROLL_WARM_S (4),
-# ROLL_READ_USERS (100), ROLL_UPLOAD_USERS (20), ROLL_MODES ("sigterm drain"), SHUTDOWN_TIMEOUT_MS (15000).
+# ROLL_READ_USERS (100), ROLL_UPLOAD_USERS (20), ROLL_MODES ("sigterm drain delay"), SHUTDOWN_TIMEOUT_MS
+# (15000), SHUTDOWN_DELAY_MS (2000: above haproxy's inter 500ms × fall 2 plus a check's own time).
 # Needs root (cgroup v1 cpu controller at /sys/fs/cgroup/cpu, writable) and haproxy
 # (scripts/bootstrap installs it). The cgroups are /sys/fs/cgroup/cpu/sluice-s4-<pid>-*, removed
 # at exit.
@@ -66,11 +69,13 @@ UPLOAD_BYTES=${UPLOAD_BYTES:-75776}
 ONE_CPU=${ONE_CPU:-1.5}
 SMALL_CPU=${SMALL_CPU:-0.5}
 ROLL=${ROLL:-1}
-ROLL_MODES=${ROLL_MODES:-"sigterm drain"}
+ROLL_MODES=${ROLL_MODES:-"sigterm drain delay"}
 ROLL_WARM_S=${ROLL_WARM_S:-4}
 ROLL_READ_USERS=${ROLL_READ_USERS:-100}
 ROLL_UPLOAD_USERS=${ROLL_UPLOAD_USERS:-20}
 SHUTDOWN_TIMEOUT_MS=${SHUTDOWN_TIMEOUT_MS:-15000}
+SHUTDOWN_DELAY_MS=${SHUTDOWN_DELAY_MS:-2000}
+GW_DELAY_MS=0 # shutdown_delay_ms of the gateways started now (the delay roll mode sets it)
 
 CG_ROOT=/sys/fs/cgroup/cpu
 CGROUPS=()
@@ -142,7 +147,7 @@ start_gateway() {
         --pool-size 100 --response-timeout-ms "$RESPONSE_TIMEOUT_MS" --limit "$LIMIT" --limit-queue "$LIMIT_QUEUE" \
         --limit-wait-ms "$LIMIT_WAIT_MS" --limit-routes upload --set "admin.listen=127.0.0.1:${GW_ADMIN[$i]}" \
         --set log_level=warn --set limits.max_connections=20000 --set limits.max_body_bytes=1048576 \
-        --set "shutdown_timeout_ms=$SHUTDOWN_TIMEOUT_MS" || return 1
+        --set "shutdown_timeout_ms=$SHUTDOWN_TIMEOUT_MS" --set "shutdown_delay_ms=$GW_DELAY_MS" || return 1
     GW_PID[i]=$SERVER_PID
 }
 
@@ -346,7 +351,8 @@ run_point() {
 # gateways/gI state drain`, then wait until haproxy has no request in progress on it); then
 # SIGTERM, wait for the exit (the instance's own drain), start it again on the same ports, wait
 # for /readyz, put it back (`state ready`) and wait for haproxy's UP. ROLL_MODE=sigterm skips the
-# preStop step: the instance's listeners close while haproxy still sends to it.
+# preStop step: the instance's listeners close while haproxy still sends to it. ROLL_MODE=delay
+# skips it too, but the instance serves for shutdown_delay_ms after SIGTERM with /readyz at 503.
 restart() {
     local i=$1 pid=${GW_PID[$1]} t0 tp t1 t2 t3 rc=0 tenths
     t0=$(date +%s.%N)
@@ -359,7 +365,7 @@ restart() {
     fi
     tp=$(date +%s.%N)
     kill -TERM "$pid"
-    bench_wait_exit "$pid" $((SHUTDOWN_TIMEOUT_MS / 1000 + 10)) || bench_die "gateway $i did not exit after SIGTERM"
+    bench_wait_exit "$pid" $(((GW_DELAY_MS + SHUTDOWN_TIMEOUT_MS) / 1000 + 10)) || bench_die "gateway $i did not exit after SIGTERM"
     wait "$pid" || rc=$?
     bench_forget "$pid"
     t1=$(date +%s.%N)
@@ -377,6 +383,10 @@ restart() {
 
 run_roll() {
     ROLL_MODE=$1
+    GW_DELAY_MS=0
+    if [[ $ROLL_MODE == delay ]]; then
+        GW_DELAY_MS=$SHUTDOWN_DELAY_MS
+    fi
     up three
     load_cmd roll-read "$ROLL_READ_USERS"
     local reads=("${LOAD[@]}")
@@ -420,7 +430,7 @@ main() {
     head -c "$UPLOAD_BYTES" /dev/urandom >"$BENCH_TMP/upload.bin"
     for k in EXPERIMENTS TOPOLOGIES LOOPS RAMP_UP READ_S BANDWIDTH_MBIT LIMIT LIMIT_QUEUE LIMIT_WAIT_MS \
         RESPONSE_TIMEOUT_MS CLIENT_TIMEOUT_S UPLOAD_BYTES ONE_CPU SMALL_CPU ROLL ROLL_MODES ROLL_S ROLL_WARM_S ROLL_READ_USERS \
-        ROLL_UPLOAD_USERS SHUTDOWN_TIMEOUT_MS FAST; do
+        ROLL_UPLOAD_USERS SHUTDOWN_TIMEOUT_MS SHUTDOWN_DELAY_MS FAST; do
         bench_param "$k" "${!k}"
     done
     bench_param haproxy "$(haproxy -v | head -n 1 | cut -d' ' -f1-3)"

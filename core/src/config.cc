@@ -408,7 +408,7 @@ constexpr key_spec enum_key(std::string_view name, std::string_view hint, std::s
 }
 
 // Zero is allowed only where it has a meaning of its own (watchdog_ms: off; shutdown_timeout_ms:
-// end requests in progress at once; accept_queue: no
+// end requests in progress at once; shutdown_delay_ms: close the listeners at once; accept_queue: no
 // queue; max_body_bytes: no body; max_keepalive_requests: unlimited). Every other timeout is at
 // least 1 ms: a zero timeout would fire at once, and "never" is not a safe default for a server.
 constexpr std::array keys{
@@ -426,6 +426,9 @@ constexpr std::array keys{
                                       "log a loop iteration longer than this; 0 = off"),
     integer_key<&config::shutdown_timeout_ms>("shutdown_timeout_ms", 0, max_timeout_ms,
                                               "on stop, time for requests in progress to finish; 0 = none"),
+    integer_key<&config::shutdown_delay_ms>(
+        "shutdown_delay_ms", 0, max_timeout_ms,
+        "on stop, keep serving this long with /readyz at 503 before the listeners close; 0 = none"),
     string_key<check_socket_path, &config::handover_socket>(
         "handover_socket", "PATH", "Unix socket over which a restart hands the listeners over; empty = off"),
     enum_key("log_level", "error|warn|info|debug", "log verbosity", store_log_level, load_log_level),

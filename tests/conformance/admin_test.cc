@@ -212,6 +212,67 @@ TEST_P(admin_test, readyz_is_503_while_draining_and_the_admin_listener_outlives_
     EXPECT_TRUE(stopped->load());
 }
 
+// shutdown_delay_ms: after stop() the server says "draining" on /readyz but goes on accepting
+// and serving, with Connection: close, until the delay ends; only then do the listeners close.
+TEST_P(admin_test, shutdown_delay_serves_new_connections_with_readyz_503_then_closes_the_listeners) {
+    constexpr std::uint32_t delay_ms = 800;
+    srv().config().shutdown_delay_ms = delay_ms;
+    srv().start();
+    const auto port = srv().port();
+    test_client idle(port);
+    ASSERT_TRUE(idle.send(get_request("/")));
+    ASSERT_TRUE(idle.read_response());
+    auto stopped = std::make_shared<std::atomic<bool>>(false);
+    const auto began = test_clock::now();
+    bg_.run([this, stopped] {
+        srv().server().stop();
+        stopped->store(true);
+    });
+    ASSERT_TRUE(wait_until([&] {
+        auto r = admin_get("/readyz");
+        return r && r->status == 503 && r->body == "not ready: draining\n";
+    }));
+    // Still accepting: a new connection is answered, and told to close.
+    test_client late(port);
+    ASSERT_TRUE(late.send(get_request("/")));
+    auto r = late.read_response();
+    ASSERT_TRUE(r) << late.error();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->header("Connection"), "close");
+    // A keep-alive connection opened before the stop gets its next answer, with close.
+    ASSERT_TRUE(idle.send(get_request("/items/1")));
+    auto again = idle.read_response();
+    ASSERT_TRUE(again) << idle.error();
+    EXPECT_EQ(again->status, 200);
+    EXPECT_EQ(again->header("Connection"), "close");
+    if (test_clock::now() - began < milliseconds(delay_ms)) {
+        EXPECT_FALSE(stopped->load()) << "the stop ended before shutdown_delay_ms";
+    }
+    // Then the listeners close and the stop ends.
+    ASSERT_TRUE(wait_until([&] { return stopped->load(); }));
+    EXPECT_GE(test_clock::now() - began, milliseconds(delay_ms));
+    EXPECT_FALSE(test_client(port, milliseconds(500)).connected());
+    bg_.join();
+}
+
+TEST_P(admin_test, a_second_stop_cuts_the_shutdown_delay_short) {
+    srv().config().shutdown_delay_ms = 600'000;
+    srv().start();
+    auto stopped = std::make_shared<std::atomic<bool>>(false);
+    bg_.run([this, stopped] {
+        srv().server().stop();
+        stopped->store(true);
+    });
+    ASSERT_TRUE(wait_until([&] {
+        auto r = admin_get("/readyz");
+        return r && r->status == 503;
+    }));
+    EXPECT_FALSE(stopped->load());
+    srv().server().stop(); // returns once the server has stopped, long before 600 s
+    EXPECT_TRUE(wait_until([&] { return stopped->load(); }));
+    bg_.join();
+}
+
 SLUICE_BACKEND_SUITE(admin_test);
 
 } // namespace

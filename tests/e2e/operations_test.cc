@@ -124,6 +124,31 @@ TEST(operations, sigterm_turns_readiness_off_drains_and_exits_0) {
     EXPECT_EQ(app.stop(), 0) << app.log();
 }
 
+// shutdown_delay_ms: after SIGTERM the process serves on (new connections too) with /readyz
+// at 503; a second SIGTERM ends the delay, and the drain and exit 0 follow.
+TEST(operations, sigterm_with_a_shutdown_delay_serves_on_until_a_second_sigterm) {
+    app_process app(SLUICE_HELLO_BIN,
+                    {"--set", "admin.listen=127.0.0.1:0", "--set", "shutdown_delay_ms=600000"});
+    ASSERT_TRUE(app.started()) << app.error();
+    ASSERT_EQ(::kill(app.pid(), SIGTERM), 0);
+    ASSERT_TRUE(wait_until([&] {
+        auto r = get(app.admin_port(), "/readyz");
+        return r && r->status == 503 && r->body == "not ready: draining\n";
+    })) << app.log();
+    auto r = get(app.port(), "/");
+    ASSERT_TRUE(r) << app.log();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->header("Connection"), "close");
+    // SIGUSR1 is still heard during the delay.
+    ASSERT_EQ(::kill(app.pid(), SIGUSR1), 0);
+    EXPECT_TRUE(wait_until([&] { return app.log().find("reopening the access log") != std::string::npos; }))
+        << app.log();
+    ASSERT_EQ(::kill(app.pid(), SIGTERM), 0);
+    EXPECT_TRUE(wait_until([&] { return app.log().find("stopping now") != std::string::npos; })) << app.log();
+    ASSERT_TRUE(wait_until([&] { return !test_client(app.port(), milliseconds(500)).connected(); }));
+    EXPECT_EQ(app.stop(), 0) << app.log();
+}
+
 TEST(operations, sigusr1_reopens_the_access_log) {
     const std::string path =
         ::testing::TempDir() + "sluice_e2e_access_" + std::to_string(::getpid()) + ".log";

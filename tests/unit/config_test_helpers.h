@@ -132,6 +132,7 @@ inline const std::vector<key_case>& every_key() {
         {"watchdog_ms", "0", "0", [](const config& c) { return c.watchdog_ms == 0; }},
         {"shutdown_timeout_ms", "2500", "2500",
          [](const config& c) { return c.shutdown_timeout_ms == 2500; }},
+        {"shutdown_delay_ms", "3000", "3000", [](const config& c) { return c.shutdown_delay_ms == 3000; }},
         {"log_level", "debug", "\"debug\"", [](const config& c) { return c.log == log_level::debug; }},
         {"blocking.threads", "300", "300", [](const config& c) { return c.blocking.threads == 300; }},
         {"blocking.accept_queue", "7", "7", [](const config& c) { return c.blocking.accept_queue == 7; }},

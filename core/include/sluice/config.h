@@ -105,6 +105,11 @@ struct config {
     /// On stop: how long requests in progress (suspended ones included) may take to finish
     /// before they end with 503 and on_error(shutting_down); 0 = end them at once.
     std::uint32_t shutdown_timeout_ms = 10'000;
+    /// On stop: how long the server keeps serving, and accepting, with /readyz at 503 before
+    /// its listeners close, so that a balancer probing /readyz takes it out first (Spring
+    /// Boot's and Envoy's drain delay). Responses in that time say Connection: close. A second
+    /// stop() (a second SIGTERM or SIGINT) ends the delay at once. 0 = close at once.
+    std::uint32_t shutdown_delay_ms = 0;
     /// A Unix socket path for zero-downtime restarts (docs/operations.md): a server started
     /// while another holds this socket takes over its listening sockets instead of binding, and
     /// the old one then drains and stops; "" = off.

@@ -83,7 +83,9 @@ public:
     /// Throws startup_error naming the key at fault (unknown backend, address in use, ...).
     void start();
     /// Stops accepting, ends suspended exchanges (on_error with shutting_down), closes every
-    /// connection and joins the threads. Thread-safe and idempotent. From any other thread it
+    /// connection and joins the threads; with shutdown_delay_ms, readiness goes false first and
+    /// the listeners close only after the delay (a second stop() ends it at once). Thread-safe
+    /// and idempotent. From any other thread it
     /// returns once the server has stopped (also when another thread began the stop). From one
     /// of the server's own threads (a handler, an async listener, an executor task, a pool
     /// worker) it only begins the stop, or does nothing if a stop is in progress, and returns
@@ -92,8 +94,9 @@ public:
     /// Blocks until the server has stopped.
     void wait();
     /// start() then wait() until SIGINT or SIGTERM, then stop() (readiness goes false first, then
-    /// the listeners close and the drain runs). SIGUSR1 meanwhile reopens the access log;
-    /// SIGHUP reloads the TLS certificates (reload_tls()).
+    /// the listeners close and the drain runs; with shutdown_delay_ms they close after the delay,
+    /// or at a second SIGINT or SIGTERM). SIGUSR1 meanwhile reopens the access log; SIGHUP
+    /// reloads the TLS certificates (reload_tls()).
     void run_until_signal();
     /// Makes the access log open its path again (after logrotate moved it); thread-safe.
     void reopen_logs() noexcept;

@@ -288,12 +288,15 @@ bool connection::decide_keep_alive() noexcept {
     if (limits.max_keepalive_requests != 0 && served_ + 1 >= limits.max_keepalive_requests) {
         return false;
     }
-    if (lc_.server.keepalive_pressure.load(std::memory_order_relaxed) && !has_pipelined_input()) {
+    if ((lc_.server.keepalive_pressure.load(std::memory_order_relaxed) ||
+         lc_.server.closing_soon.load(std::memory_order_relaxed)) &&
+        !has_pipelined_input()) {
         // Under pressure (thread-per-connection: most threads taken) the connection closes to
-        // give its thread to a waiting one, but not before answering the requests the client
-        // already pipelined: those bytes are here, and closing would drop them (RFC 9112 §9.3.2
-        // lets a client retry only idempotent ones). Each response decides again: the first one
-        // with nothing more buffered closes.
+        // give its thread to a waiting one; in a shutdown delay, before the drain would close
+        // it. Not before answering the requests the client already pipelined: those bytes are
+        // here, and closing would drop them (RFC 9112 §9.3.2 lets a client retry only
+        // idempotent ones). Each response decides again: the first one with nothing more
+        // buffered closes.
         return false;
     }
     if (auto c = ex().response().header("Connection"); c && iequals(*c, "close")) {

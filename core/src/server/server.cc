@@ -1,11 +1,14 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <ctime>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include <sluice/server.h>
 
@@ -148,10 +151,13 @@ public:
             return;
         }
         if (stopping_) {
-            // A stop is in progress. From one of the server's own threads (a handler, a
+            // A stop is in progress; a second one (a second SIGTERM, Ctrl-C twice) means now:
+            // it ends the shutdown delay. From one of the server's own threads (a handler, a
             // listener, a loop task, a pool worker) waiting would deadlock: the stop cannot
             // finish before this very thread returns to its loop. Return at once; the stop in
             // progress completes without us. Any other thread waits for the end.
+            cut_delay_ = true;
+            cv_.notify_all();
             if (!in_server_thread()) {
                 cv_.wait(lock, [this] { return !running_; });
             }
@@ -163,6 +169,19 @@ public:
         if (handover_) {
             handover_->stop();
         }
+        if (cfg_.shutdown_delay_ms > 0) {
+            announce_stop();
+            if (in_server_thread()) {
+                // The delay must not hold a loop: wait, drain and join on a thread of its own.
+                std::thread([this] {
+                    wait_shutdown_delay();
+                    begin_drain();
+                    finish_stop();
+                }).detach();
+                return;
+            }
+            wait_shutdown_delay();
+        }
         begin_drain();
         // A stop() from a handler runs on a loop thread, which cannot join itself: hand the
         // joining to a thread of its own.
@@ -171,6 +190,11 @@ public:
             return;
         }
         finish_stop();
+    }
+
+    bool running() {
+        std::lock_guard lock(mu_);
+        return running_;
     }
 
     void wait() {
@@ -348,6 +372,22 @@ private:
         handover_->start();
     }
 
+    // shutdown_delay_ms: readiness false while the listeners still accept, so that a balancer
+    // probing /readyz takes this instance out before a connection to it can be refused; each
+    // response meanwhile closes its connection, so the balancer's pooled ones end cleanly.
+    void announce_stop() noexcept {
+        ops_.draining();
+        ctx_->closing_soon.store(true, std::memory_order_relaxed);
+        log_.info("stopping: /readyz says draining; serving for {} ms more (shutdown_delay_ms), "
+                  "a second signal stops at once",
+                  cfg_.shutdown_delay_ms);
+    }
+
+    void wait_shutdown_delay() noexcept {
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(cfg_.shutdown_delay_ms), [this] { return cut_delay_; });
+    }
+
     // Readiness goes false before the listeners close, so a balancer that probes /readyz
     // stops sending new connections while the ones in progress drain.
     void begin_drain() noexcept {
@@ -397,6 +437,7 @@ private:
     bool started_ = false;
     bool running_ = false;
     bool stopping_ = false;
+    bool cut_delay_ = false; // a second stop() ends shutdown_delay_ms
 };
 
 } // namespace sluice::detail
@@ -428,6 +469,27 @@ void server::wait() {
     impl_->wait();
 }
 
+namespace {
+
+// SIGUSR1 and SIGHUP, whenever they come: false for any other signal.
+bool serve_signal(server& srv, int sig) {
+    if (sig == SIGUSR1) {
+        // logrotate's postrotate: the file was moved; write to a new one at the path.
+        srv.logger().info("signal {}: reopening the access log", sig);
+        srv.reopen_logs();
+        return true;
+    }
+    if (sig == SIGHUP) {
+        // A renewed certificate (certbot's deploy hook: kill -HUP), as nginx reloads.
+        srv.logger().info("signal {}: reloading the TLS certificates", sig);
+        srv.reload_tls();
+        return true;
+    }
+    return false;
+}
+
+} // namespace
+
 void server::run_until_signal() {
     // Block the signals in every thread the server starts (they inherit the mask), and wait
     // for them on this one: no async-signal-safety puzzles.
@@ -455,20 +517,31 @@ void server::run_until_signal() {
             stop();
             return;
         }
-        if (sig == SIGUSR1) {
-            // logrotate's postrotate: the file was moved; write to a new one at the path.
-            impl_->log().info("signal {}: reopening the access log", sig);
-            impl_->reopen_logs();
-        } else if (sig == SIGHUP) {
-            // A renewed certificate (certbot's deploy hook: kill -HUP), as nginx reloads.
-            impl_->log().info("signal {}: reloading the TLS certificates", sig);
-            impl_->reload_tls();
-        } else {
+        if (!serve_signal(*this, sig)) {
             break;
         }
     }
     impl_->log().info("signal {}: stopping", sig);
-    stop();
+    if (impl_->settings().shutdown_delay_ms == 0) {
+        stop();
+        return;
+    }
+    // The shutdown delay runs on a thread of its own, so that this one still hears signals: a
+    // second SIGTERM or SIGINT ends the delay (and waits for the drain), SIGUSR1 and SIGHUP
+    // work as before. The poll notices the end of the stop.
+    std::thread stopper([this] { stop(); });
+    const timespec poll{0, 100'000'000};
+    while (impl_->running()) {
+        siginfo_t info{};
+        sig = sigtimedwait(&set, &info, &poll);
+        if (sig == SIGINT || sig == SIGTERM) {
+            impl_->log().info("signal {}: stopping now", sig);
+            stop();
+        } else if (sig > 0) {
+            serve_signal(*this, sig);
+        }
+    }
+    stopper.join();
 }
 
 server& server::watch(std::string_view name, const limiter& lim) {

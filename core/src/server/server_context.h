@@ -31,6 +31,10 @@ struct server_context {
     /// about to hold a connection: responses then close their connection (once the requests
     /// already pipelined are answered) so the waiting ones get a turn (Tomcat BIO).
     std::atomic<bool> keepalive_pressure{false};
+    /// Set when a stop begins with shutdown_delay_ms: the listeners close when the delay ends,
+    /// so each response meanwhile closes its connection (after the requests already pipelined),
+    /// and a balancer's pooled connections end cleanly rather than when the drain closes them.
+    std::atomic<bool> closing_soon{false};
     /// Set before the runtime stops after a hand-over (handover.h): the listening sockets live
     /// on in the new process, so an idle keep-alive connection is not closed at once (a request
     /// the client sends meanwhile would meet a reset) but answered once more, with
