@@ -146,16 +146,25 @@ TEST_P(handover_queue_test, connections_waiting_in_the_accept_queue_are_answered
     ASSERT_TRUE(holder.send(get_request("/hold"))) << holder.error();
     ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
     // The old server's only loop is busy: these wait in the kernel's accept queue (or, with
-    // io_uring, are accepted by the kernel for a loop that cannot look).
+    // io_uring, are accepted by the kernel for a loop that cannot look). Plaintext ones have
+    // their request queued too; a TLS one cannot (its handshake needs the held loop, and would
+    // wait out the hold), so it sends once the loop is free: after the hand-over.
     std::vector<std::unique_ptr<test_client>> waiting;
     for (int i = 0; i < 20; ++i) {
-        waiting.push_back(std::make_unique<test_client>(srv().port()));
-        ASSERT_TRUE(waiting.back()->send(get_request("/who"))) << waiting.back()->error();
+        waiting.push_back(std::make_unique<test_client>(
+            srv().port(), default_timeout, client_transport::automatic, client_handshake::on_first_io));
+        ASSERT_TRUE(waiting.back()->connected()) << waiting.back()->error();
+        if (!over_tls()) {
+            ASSERT_TRUE(waiting.back()->send(get_request("/who"))) << waiting.back()->error();
+        }
     }
     test_server& b = another('B');
     b.start();
     *held = 2;
     for (auto& c : waiting) {
+        if (over_tls()) {
+            ASSERT_TRUE(c->send(get_request("/who"))) << c->error();
+        }
         auto r = c->read_response();
         ASSERT_TRUE(r) << "a queued connection was dropped: " << c->error();
         EXPECT_EQ(r->status, 200);
