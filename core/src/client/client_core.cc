@@ -135,7 +135,7 @@ void client_core::shutdown() noexcept {
         own = own_port_;
     }
     for (auto& [port, pool] : pools) {
-        // On its own loop; a loop that has stopped shut its pool down already (stop hook).
+        // On its own loop; a loop that has stopped shut its pool down already (on_drained).
         (void)port->post([pool = pool] { pool->shutdown(); });
     }
     if (own) {

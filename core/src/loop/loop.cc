@@ -127,6 +127,14 @@ void loop::run(run_mode mode) {
     }
 }
 
+void loop::on_drained(std::function<void()> fn) {
+    if (drained_hooks_ran_) {
+        fn();
+        return;
+    }
+    drained_hooks_.push_back(std::move(fn));
+}
+
 void loop::run_hooks(std::vector<std::function<void()>>& hooks) {
     auto run = std::move(hooks);
     for (auto& h : run) {

@@ -115,8 +115,9 @@ public:
     /// connections drain).
     void on_stop(std::function<void()> fn) { stop_hooks_.push_back(std::move(fn)); }
     /// Called once, on the loop thread, when a stop has begun and only background objects keep
-    /// the loop (the server's connections have all closed: its drain is over).
-    void on_drained(std::function<void()> fn) { drained_hooks_.push_back(std::move(fn)); }
+    /// the loop (the server's connections have all closed: its drain is over). Registered after
+    /// that (on the loop thread), `fn` runs at once: a pool made late must not keep the loop.
+    void on_drained(std::function<void()> fn);
 
     /// For the watchdog: when the current iteration started dispatching (0 while waiting).
     std::int64_t busy_since_ns() const noexcept { return busy_since_.load(std::memory_order_relaxed); }

@@ -57,6 +57,27 @@ TEST_F(loop_drained_test, with_only_background_objects_the_drained_hooks_run_at_
     EXPECT_EQ(order, (std::vector<std::string>{"drained"}));
 }
 
+TEST_F(loop_drained_test, a_hook_registered_after_the_drain_runs_at_once) {
+    l->retain_background(); // a pool's connection, closing once drained
+    l->on_drained([this] {
+        order.emplace_back("drained");
+        l->call_after(milliseconds(1), [this] {
+            // A client pool made on this loop after its drain (a call posted late): its hook
+            // runs now, so its connection cannot keep the loop forever.
+            l->retain_background();
+            l->on_drained([this] {
+                order.emplace_back("late drained");
+                l->release_background();
+            });
+            l->release_background(); // the first connection's close completes
+        });
+    });
+    l->stop();
+    l->run();
+    EXPECT_EQ(order, (std::vector<std::string>{"drained", "late drained"}));
+    EXPECT_EQ(l->live(), 0U);
+}
+
 TEST_F(loop_drained_test, a_running_loop_with_only_background_objects_does_not_run_them) {
     l->retain_background();
     l->on_drained([this] { order.emplace_back("drained"); });
