@@ -6,7 +6,7 @@
 
 namespace sluice::load {
 
-const char* const usage_text = R"(usage: sluice-load [options] URL
+const char* const usage_text = R"(usage: sluice-load [options] URL   (http:// or https://)
 A closed-loop load generator: each user sends a request, waits for its response, sends the next.
   --users N            concurrent users (one connection each)                [1]
   --ramp-up S          start the users evenly over S seconds                 [0]
@@ -21,7 +21,9 @@ A closed-loop load generator: each user sends a request, waits for its response,
   --upload-field NAME  the form field of --upload                            [file]
   --timeout S          per-request response timeout                          [30]
   --connect-timeout S  per-connect timeout                                   [2]
-  --no-keep-alive      one request per connection
+  --no-keep-alive      one request per connection (with https: a full handshake each)
+  --cacert FILE        https: trust the CAs in FILE instead of the system's
+  -k, --insecure       https: do not verify the server's certificate
   --json | --csv       machine-readable summary on stdout
   --no-progress        no progress line on stderr
   --label NAME         the label of the summary row
@@ -71,12 +73,19 @@ header_field parse_header(std::string_view v) {
 
 } // namespace
 
-void parse_url(std::string_view url, std::string& host, std::string& target) {
-    constexpr std::string_view scheme = "http://";
-    if (url.substr(0, scheme.size()) != scheme) {
-        throw std::invalid_argument("URL: only http:// URLs are supported: '" + std::string(url) + "'");
+void parse_url(std::string_view url, std::string& host, std::string& target, bool& tls) {
+    constexpr std::string_view http = "http://";
+    constexpr std::string_view https = "https://";
+    if (url.substr(0, http.size()) == http) {
+        tls = false;
+        url.remove_prefix(http.size());
+    } else if (url.substr(0, https.size()) == https) {
+        tls = true;
+        url.remove_prefix(https.size());
+    } else {
+        throw std::invalid_argument("URL: only http:// and https:// URLs are supported: '" +
+                                    std::string(url) + "'");
     }
-    url.remove_prefix(scheme.size());
     auto slash = url.find('/');
     std::string_view authority = url.substr(0, slash);
     target = slash == std::string_view::npos ? "/" : std::string(url.substr(slash));
@@ -87,7 +96,7 @@ void parse_url(std::string_view url, std::string& host, std::string& target) {
     auto colon = authority.rfind(':');
     auto bracket = authority.rfind(']');
     bool has_port = colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket);
-    host = has_port ? std::string(authority) : std::string(authority) + ":80";
+    host = has_port ? std::string(authority) : std::string(authority) + (tls ? ":443" : ":80");
 }
 
 load_options parse_options(const std::vector<std::string_view>& args) {
@@ -135,6 +144,10 @@ load_options parse_options(const std::vector<std::string_view>& args) {
             o.timeout = parse_seconds(a, value());
         } else if (a == "--connect-timeout") {
             o.connect_timeout = parse_seconds(a, value());
+        } else if (a == "--cacert") {
+            o.ca_file = std::string(value());
+        } else if (a == "--insecure" || a == "-k") {
+            o.insecure = true;
         } else if (a == "--no-keep-alive") {
             o.keep_alive = false;
         } else if (a == "--json") {
@@ -156,7 +169,13 @@ load_options parse_options(const std::vector<std::string_view>& args) {
     if (url.empty()) {
         throw std::invalid_argument("no URL");
     }
-    parse_url(url, o.host, o.target);
+    parse_url(url, o.host, o.target, o.tls);
+    if (!o.tls && (!o.ca_file.empty() || o.insecure)) {
+        throw std::invalid_argument("--cacert and --insecure need an https:// URL");
+    }
+    if (!o.ca_file.empty() && o.insecure) {
+        throw std::invalid_argument("--cacert and --insecure exclude each other");
+    }
     if (o.users == 0) {
         throw std::invalid_argument("--users: at least 1");
     }
@@ -176,7 +195,7 @@ load_options parse_options(const std::vector<std::string_view>& args) {
         throw std::invalid_argument("--window: END must be after START");
     }
     if (o.label.empty()) {
-        o.label = o.method + " http://" + o.host + o.target;
+        o.label = o.method + (o.tls ? " https://" : " http://") + o.host + o.target;
     }
     return o;
 }

@@ -28,6 +28,7 @@ struct load_options {
 
     // The request.
     std::string method = "GET";
+    bool tls = false;         ///< an https URL
     std::string host;         ///< from the URL: "host:port" (the upstream address)
     std::string target = "/"; ///< origin-form
     std::vector<header_field> headers;
@@ -37,6 +38,10 @@ struct load_options {
     std::chrono::milliseconds timeout{30000};
     std::chrono::milliseconds connect_timeout{2000};
     bool keep_alive = true;
+    // TLS (https URLs): the server's certificate is verified against ca_file (else the
+    // system's CAs) unless insecure.
+    std::string ca_file;   ///< --cacert FILE
+    bool insecure = false; ///< --insecure: no verification (curl -k)
 
     // Output.
     output_format format = output_format::text;
@@ -48,9 +53,9 @@ struct load_options {
 /// offending argument. `--help` is not handled here.
 load_options parse_options(const std::vector<std::string_view>& args);
 
-/// Splits "http://host:port/path?q" into host:port (port 80 by default) and origin-form target.
-/// Throws std::invalid_argument for anything but an http URL (no TLS in the tool).
-void parse_url(std::string_view url, std::string& host, std::string& target);
+/// Splits "http://host:port/path?q" (or https) into host:port (port 80, or 443, by default) and
+/// origin-form target; `tls` says which scheme. Throws std::invalid_argument for anything else.
+void parse_url(std::string_view url, std::string& host, std::string& target, bool& tls);
 
 extern const char* const usage_text;
 

@@ -42,7 +42,9 @@ void print_report(std::ostream& out, const summary& s, const load_options& o) {
     const auto connect = errors_of(s, error_kind::connect), timeout = errors_of(s, error_kind::timeout),
                reset = errors_of(s, error_kind::reset), non2xx = errors_of(s, error_kind::non_2xx),
                other = errors_of(s, error_kind::other);
-    auto pct = [&](std::uint64_t n) { return s.samples ? 100.0 * static_cast<double>(n) / static_cast<double>(s.samples) : 0.0; };
+    auto pct = [&](std::uint64_t n) {
+        return s.samples ? 100.0 * static_cast<double>(n) / static_cast<double>(s.samples) : 0.0;
+    };
     switch (o.format) {
     case output_format::json:
         out << fmt::format(

@@ -50,6 +50,8 @@ client_options client_options_for(const load_options& o) {
     c.response_timeout = o.timeout;
     c.idle_timeout = std::chrono::hours(1);
     c.max_requests_per_connection = o.keep_alive ? 0 : 1;
+    c.tls.ca_file = o.ca_file;
+    c.tls.verify = o.insecure ? tls_verify::none : tls_verify::peer;
     return c;
 }
 
@@ -140,7 +142,8 @@ run_result run(const load_options& o, const client_request& request, std::ostrea
     st.request_bytes = wire_size(request, o.host);
     st.left.assign(o.users, o.loops);
     st.samples.reserve(std::min<std::uint64_t>(o.loops ? o.loops * o.users : o.users * 64, 1u << 24));
-    auto api = std::make_unique<client>(upstream({o.host}), client_options_for(o));
+    auto api =
+        std::make_unique<client>(upstream({(o.tls ? "https://" : "") + o.host}), client_options_for(o));
     st.api = api.get();
 
     st.t0 = clock_type::now();

@@ -37,8 +37,8 @@
 # UPSTREAM_BACKEND (epoll: the slow backend's), UPSTREAM_IO_THREADS (1), LOAD_TOOL (wrk, or
 # sluice-load), RAMP_UP_S (0: sluice-load only; wrk always opens every connection at once),
 # DOWNSTREAM_TLS (0; 1: the gateway's listener speaks TLS with an ECDSA P-256 certificate made for
-# the run, and wrk connects with https; nginx:proxy gets the same certificate and suites; the
-# upstream side stays plaintext. wrk only: sluice-load has no TLS).
+# the run, and the load tool connects with https, trusting that certificate; nginx:proxy gets the
+# same certificate and suites; the upstream side stays plaintext).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -106,6 +106,8 @@ load_sluice() {
     local out=$1 url=$2
     local cmd=("$BIN_DIR/sluice-load" --users "$USERS" --ramp-up "$RAMP_UP_S" --duration "$DURATION" --timeout 30
         --json --no-progress "$url")
+    # The run's own certificate (bench_make_cert) is self-signed: trust it, and only it.
+    [[ $DOWNSTREAM_TLS == 1 ]] && cmd+=(--cacert "$BENCH_TMP/cert.pem")
     bench_log_cmd "${cmd[*]}"
     timeout --kill-after=5 $((DURATION + 60)) "${cmd[@]}" >"$out" 2>"$out.err" || true
     python3 -c '
@@ -257,10 +259,10 @@ main() {
     bench_param CASES "$CASES"
     bench_param WINDOW "${WINDOW_START_S}-$(window_end) s"
     if [[ $DOWNSTREAM_TLS == 1 ]]; then
-        [[ $LOAD_TOOL == wrk ]] || bench_die "DOWNSTREAM_TLS=1 needs LOAD_TOOL=wrk (sluice-load speaks http:// only)"
         bench_make_cert "$BENCH_TMP"
         bench_note "Downstream TLS: the gateway's listener speaks TLS (ECDSA P-256, made for the run; TLS 1.3);" \
-            "wrk's connections are https, each one handshake at the start; the upstream side is plaintext."
+            "$LOAD_TOOL's connections are https, each one handshake when its user starts (wrk: all at once;" \
+            "sluice-load: over RAMP_UP_S); the upstream side is plaintext."
     fi
     start_upstream
     local spec n=0 total

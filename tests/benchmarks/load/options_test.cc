@@ -38,16 +38,38 @@ TEST(LoadOptions, JMeterShapedPlan) {
 
 TEST(LoadOptions, UrlForms) {
     std::string h, t;
-    parse_url("http://example.org", h, t);
+    bool tls = true;
+    parse_url("http://example.org", h, t, tls);
     EXPECT_EQ(h, "example.org:80");
     EXPECT_EQ(t, "/");
-    parse_url("http://[::1]:9000/x", h, t);
+    EXPECT_FALSE(tls);
+    parse_url("http://[::1]:9000/x", h, t, tls);
     EXPECT_EQ(h, "[::1]:9000");
     EXPECT_EQ(t, "/x");
-    parse_url("http://[::1]/x", h, t);
+    parse_url("http://[::1]/x", h, t, tls);
     EXPECT_EQ(h, "[::1]:80");
-    EXPECT_THROW(parse_url("https://a/", h, t), std::invalid_argument);
-    EXPECT_THROW(parse_url("http:///x", h, t), std::invalid_argument);
+    parse_url("https://example.org/y", h, t, tls);
+    EXPECT_EQ(h, "example.org:443");
+    EXPECT_EQ(t, "/y");
+    EXPECT_TRUE(tls);
+    parse_url("https://[::1]:8443", h, t, tls);
+    EXPECT_EQ(h, "[::1]:8443");
+    EXPECT_THROW(parse_url("ftp://a/", h, t, tls), std::invalid_argument);
+    EXPECT_THROW(parse_url("http:///x", h, t, tls), std::invalid_argument);
+    EXPECT_THROW(parse_url("https:///x", h, t, tls), std::invalid_argument);
+}
+
+TEST(LoadOptions, HttpsOptions) {
+    auto o = parse({"--loops", "1", "--cacert", "/etc/ca.pem", "https://127.0.0.1:8443/x"});
+    EXPECT_TRUE(o.tls);
+    EXPECT_EQ(o.ca_file, "/etc/ca.pem");
+    EXPECT_FALSE(o.insecure);
+    EXPECT_EQ(o.label, "GET https://127.0.0.1:8443/x");
+    EXPECT_TRUE(parse({"--loops", "1", "-k", "https://a/"}).insecure);
+    // TLS options without TLS, or both ways of trusting at once, are mistakes to point out.
+    EXPECT_THROW(parse({"--loops", "1", "--cacert", "c.pem", "http://a/"}), std::invalid_argument);
+    EXPECT_THROW(parse({"--loops", "1", "--insecure", "http://a/"}), std::invalid_argument);
+    EXPECT_THROW(parse({"--loops", "1", "-k", "--cacert", "c.pem", "https://a/"}), std::invalid_argument);
 }
 
 TEST(LoadOptions, RejectsInconsistentPlans) {

@@ -13,6 +13,7 @@
 #include "request.h"
 #include "runner.h"
 #include "summary.h"
+#include "support/test_certs.h"
 #include "support/test_server.h"
 
 namespace sluice::load {
@@ -55,6 +56,44 @@ TEST(LoadRunner, EveryLoopOfEveryUserIsASample) {
     EXPECT_GT(r.bytes_received, 100u * 5); // at least the bodies
     EXPECT_EQ(r.bytes_sent, 100u * wire_size(req, o.host));
     EXPECT_EQ(s.stats().requests, 100u);
+}
+
+// https: every user's connection handshakes once and is kept; with --no-keep-alive every request
+// handshakes anew. A certificate the client does not trust fails every request.
+TEST(LoadRunner, HttpsWithTheServersCaKeepsOneConnectionPerUser) {
+    test_server s("epoll", dispatch_mode::inline_io);
+    s.config().tls.cert = sluice::test::shared_test_certs().cert_path();
+    s.config().tls.key = sluice::test::shared_test_certs().key_path();
+    s.route("GET", "/", [](exchange& ex) { ex.response().text("hello"); });
+    s.start();
+    auto o = plan(s.port(), "/", 4, 5);
+    o.tls = true;
+    o.ca_file = sluice::test::shared_test_certs().cert_path();
+    auto r = run(o, build_request(o), nullptr);
+    ASSERT_EQ(r.samples.size(), 20u);
+    EXPECT_TRUE(std::all_of(r.samples.begin(), r.samples.end(),
+                            [](const sample& x) { return x.error == error_kind::none; }));
+    EXPECT_EQ(s.stats().connections_accepted, 4u);
+
+    o.keep_alive = false;
+    r = run(o, build_request(o), nullptr);
+    ASSERT_EQ(r.samples.size(), 20u);
+    EXPECT_TRUE(std::all_of(r.samples.begin(), r.samples.end(),
+                            [](const sample& x) { return x.error == error_kind::none; }));
+    EXPECT_EQ(s.stats().connections_accepted, 4u + 20u);
+
+    o.ca_file.clear(); // the system's CAs do not know the test's self-signed certificate
+    o.keep_alive = true;
+    r = run(o, build_request(o), nullptr);
+    ASSERT_EQ(r.samples.size(), 20u);
+    EXPECT_TRUE(std::none_of(r.samples.begin(), r.samples.end(),
+                             [](const sample& x) { return x.error == error_kind::none; }));
+    EXPECT_EQ(s.stats().requests, 40u);
+
+    o.insecure = true;
+    r = run(o, build_request(o), nullptr);
+    EXPECT_TRUE(std::all_of(r.samples.begin(), r.samples.end(),
+                            [](const sample& x) { return x.error == error_kind::none; }));
 }
 
 TEST(LoadRunner, KeepAliveOffOpensAConnectionPerRequest) {
