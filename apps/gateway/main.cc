@@ -162,6 +162,9 @@ int main(int argc, char** argv) {
         {
             sluice::server srv(cl.cfg); // stopped and destroyed before the client it calls
             gateway::add_routes(srv, *g);
+            // Metrics (sluice_client_*{upstream="api"}): the pool's connections open and idle,
+            // calls pending, and failures by kind. The server ends before g.
+            srv.watch("api", [&api = g->api] { return api.stats(); });
             if (g->limit) {
                 // Metrics (sluice_limiter_*) and /readyz: a saturated limiter (every permit held,
                 // the queue full) makes the instance not ready, so a load balancer sends elsewhere.

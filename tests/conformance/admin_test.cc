@@ -7,10 +7,12 @@
 #include <optional>
 #include <string>
 
+#include <sluice/client.h>
 #include <sluice/exchange.h>
 #include <sluice/limiter.h>
 
 #include "support/backend_matrix.h"
+#include "support/fake_upstream.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -111,6 +113,57 @@ TEST_P(admin_test, metrics_count_exactly_the_requests_made) {
     EXPECT_GT(sample_value(m, "process_threads").value_or(0), 1);
     // The admin listener's own requests are not the server's.
     EXPECT_EQ(m.find("/metrics"), std::string::npos);
+}
+
+TEST_P(admin_test, watched_clients_show_pool_figures_and_failures_by_kind) {
+    fake_upstream up([](upstream_conn& c) {
+        while (c.read_request()) {
+            if (!c.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")) {
+                return;
+            }
+        }
+    });
+    client api(upstream({up.address()}));
+    // A port nothing listens on: the listener is closed before the first call.
+    std::optional<client> down;
+    {
+        fake_upstream gone([](upstream_conn&) {});
+        down.emplace(upstream({gone.address()}));
+    }
+    for (auto [path, cl] : {std::pair{"/api", &api}, std::pair{"/down", &*down}}) {
+        srv().route("GET", path, [cl](exchange& ex) {
+            auto ctx = ex.start_async(milliseconds(10'000));
+            cl->send(ex.executor(), {.target = "/"}, [ctx](result<client_response> r) mutable {
+                response res;
+                res.status(r ? 200 : 502).text(r ? r->body : r.error().message());
+                ctx.complete(std::move(res));
+            });
+        });
+    }
+    srv().before_start([&](sluice::server& s) {
+        s.watch("api", [&api] { return api.stats(); });
+        s.watch("down", [&down] { return down->stats(); });
+    });
+    srv().start();
+    test_client c(srv().port());
+    for (const char* path : {"/api", "/down", "/down"}) {
+        ASSERT_TRUE(c.send(get_request(path))) << c.error();
+        auto r = c.read_response();
+        ASSERT_TRUE(r) << c.error();
+        EXPECT_EQ(r->status, std::string_view(path) == "/api" ? 200 : 502) << path << " " << r->body;
+    }
+    // The connection goes back to the pool just after the answer is handed over.
+    ASSERT_TRUE(wait_until([&] { return api.stats().idle == 1; }));
+    const std::string m = metrics();
+    EXPECT_EQ(sample_value(m, R"m(sluice_client_connections_idle{upstream="api"})m"), 1);
+    EXPECT_EQ(sample_value(m, R"m(sluice_client_connections_open{upstream="api"})m"), 1);
+    EXPECT_EQ(sample_value(m, R"m(sluice_client_calls_pending{upstream="api"})m"), 0);
+    EXPECT_EQ(sample_value(m, R"m(sluice_client_failures_total{upstream="api",kind="refused"})m"), 0);
+    EXPECT_EQ(sample_value(m, R"m(sluice_client_failures_total{upstream="down",kind="refused"})m"), 2);
+    EXPECT_EQ(sample_value(m, R"m(sluice_client_failures_total{upstream="down",kind="reset"})m"), 0);
+    EXPECT_EQ(sample_value(m, R"m(sluice_client_failed_total{upstream="down"})m"), 2);
+    EXPECT_EQ(sample_value(m, R"m(sluice_client_connections_idle{upstream="down"})m"), 0);
+    srv().stop(); // before the clients its handlers and watch functions use
 }
 
 TEST_P(admin_test, suspended_requests_and_async_timeouts_are_counted) {

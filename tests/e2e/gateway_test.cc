@@ -219,6 +219,14 @@ TEST_P(gateway_test, limit_routes_puts_only_the_named_endpoints_behind_the_limit
     auto r = first.read_response();
     ASSERT_TRUE(r) << first.error();
     EXPECT_EQ(r->status, 200);
+    // The gateway watches its client too: the pool's figures per upstream.
+    auto metrics = fetch(get_request("/metrics"), gateway_->admin_port());
+    ASSERT_TRUE(metrics);
+    for (const char* series : {"sluice_client_completed_total{upstream=\"api\"} 2",
+                               "sluice_client_calls_pending{upstream=\"api\"} 0",
+                               "sluice_client_failures_total{upstream=\"api\",kind=\"refused\"} 0"}) {
+        EXPECT_NE(metrics->body.find(std::string("\n") + series + "\n"), std::string::npos) << series;
+    }
 }
 
 TEST_P(gateway_test, a_client_leaving_mid_call_cancels_the_upstream_call) {

@@ -28,6 +28,7 @@
 //   own Host (unless the request has one), Content-Length and Connection.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -69,6 +70,15 @@ enum class client_errc {
     tls_handshake_failed, ///< an https upstream's TLS handshake failed (not TLS, no common version or suite)
     tls_certificate_rejected, ///< an https upstream's certificate failed verification (the log says why)
 };
+
+/// How many client_errc values there are: they run from 1 to client_errc_count. A new error
+/// goes last and moves this to it (a test checks that client_errc_name() knows no value beyond).
+inline constexpr std::size_t client_errc_count =
+    static_cast<std::size_t>(client_errc::tls_certificate_rejected);
+
+/// The enumerator's name ("connect_timed_out"): snake_case and stable, the `kind` label of
+/// /metrics. "" for a value that is not a client_errc.
+std::string_view client_errc_name(client_errc e) noexcept;
 
 const std::error_category& client_category() noexcept;
 
@@ -221,14 +231,27 @@ private:
 };
 
 struct client_stats {
-    std::uint64_t connects = 0;       ///< connections opened
-    std::uint64_t reused = 0;         ///< calls served on a pooled connection
-    std::uint64_t retried = 0;        ///< calls retried on a fresh connection (the stale keep-alive case)
-    std::uint64_t completed = 0;      ///< calls completed with a response
-    std::uint64_t failed = 0;         ///< calls completed with an error (cancelled included)
-    std::size_t open = 0;             ///< connections open now (busy + idle, every loop)
+    std::uint64_t connects = 0;  ///< connections opened
+    std::uint64_t reused = 0;    ///< calls served on a pooled connection
+    std::uint64_t retried = 0;   ///< calls retried on a fresh connection (the stale keep-alive case)
+    std::uint64_t completed = 0; ///< calls completed with a response
+    std::uint64_t failed = 0;    ///< calls completed with an error (cancelled included)
+    std::size_t open = 0;        ///< connections open now (busy + idle, every loop)
+    std::size_t idle = 0;        ///< of those, idle in a pool now
+    /// Calls that have no connection to send on now (every loop): queued because
+    /// max_connections are busy, plus those whose new connection is being opened (connect and
+    /// TLS handshake). max_pending bounds only the queued ones.
+    std::size_t pending = 0;
     std::uint64_t tls_handshakes = 0; ///< TLS handshakes completed (https upstreams)
     std::uint64_t tls_resumed = 0;    ///< of those, resumed from an earlier connection's session
+    /// `failed` by why: [e - 1] counts the calls that failed with client_errc e; they sum to
+    /// `failed` (every error the client delivers is a client_errc).
+    std::array<std::uint64_t, client_errc_count> failed_by_kind{};
+
+    std::uint64_t failures(client_errc e) const noexcept {
+        const auto i = static_cast<std::size_t>(e);
+        return i >= 1 && i <= client_errc_count ? failed_by_kind[i - 1] : 0;
+    }
 };
 
 using client_callback = std::function<void(result<client_response>)>;

@@ -192,8 +192,18 @@ client_stats client::stats() const noexcept {
     s.retried = c.retried.load(std::memory_order_relaxed);
     s.completed = c.completed.load(std::memory_order_relaxed);
     s.failed = c.failed.load(std::memory_order_relaxed);
-    const auto open = c.open.load(std::memory_order_relaxed);
-    s.open = open > 0 ? static_cast<std::size_t>(open) : 0;
+    // Gauges summed over loops may dip below zero for a moment (one loop's decrement seen
+    // before another's increment): clamped.
+    auto gauge = [](const std::atomic<std::int64_t>& g) {
+        const auto v = g.load(std::memory_order_relaxed);
+        return v > 0 ? static_cast<std::size_t>(v) : std::size_t{0};
+    };
+    s.open = gauge(c.open);
+    s.idle = gauge(c.idle);
+    s.pending = gauge(c.pending);
+    for (std::size_t i = 0; i < client_errc_count; ++i) {
+        s.failed_by_kind[i] = c.failed_by_kind[i].load(std::memory_order_relaxed);
+    }
     if (const auto tls = core_->tls()) {
         s.tls_handshakes = tls->handshakes();
         s.tls_resumed = tls->resumed();

@@ -1,6 +1,7 @@
 // One client call: what the caller asked, where its outcome goes, and its place in a pool.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -16,7 +17,8 @@ namespace sluice::detail {
 class client_pool;
 class client_connection;
 
-/// Atomics any thread reads (stats()); written on the loops.
+/// Atomics any thread reads (stats()); written on the loops with relaxed adds. The gauges are
+/// signed: each loop adds its own changes, so the sum of a moment may dip below zero.
 struct client_counters {
     std::atomic<std::uint64_t> connects{0};
     std::atomic<std::uint64_t> reused{0};
@@ -24,6 +26,10 @@ struct client_counters {
     std::atomic<std::uint64_t> completed{0};
     std::atomic<std::uint64_t> failed{0};
     std::atomic<std::int64_t> open{0};
+    std::atomic<std::int64_t> idle{0};    ///< every pool's idle_ (client_pool::publish_gauges)
+    std::atomic<std::int64_t> pending{0}; ///< every pool's waiters and connects in progress
+    /// failed by client_errc (value - 1).
+    std::array<std::atomic<std::uint64_t>, client_errc_count> failed_by_kind{};
 };
 
 class client_call_state {

@@ -35,6 +35,9 @@ client_connection::client_connection(std::shared_ptr<client_pool> pool, std::siz
     loop_.retain_background();
     pool_->config().counters->open.fetch_add(1, std::memory_order_relaxed);
     pool_->config().counters->connects.fetch_add(1, std::memory_order_relaxed);
+    // Born connecting, for one call: that call is pending until the connect ends (last, so a
+    // constructor that throws has counted nothing).
+    pool_->connect_began();
 }
 
 void client_connection::start_connect(std::shared_ptr<client_call_state> call) noexcept {
@@ -70,6 +73,7 @@ void client_connection::on_connected(int rc) noexcept {
         return;
     }
     state_ = state::busy;
+    pool_->connect_ended();
     auto call = std::move(call_);
     run(std::move(call), false);
 }
@@ -306,8 +310,12 @@ void client_connection::close_now() noexcept {
     if (state_ == state::closing) {
         return;
     }
+    const bool was_connecting = state_ == state::connecting;
     state_ = state::closing;
     loop_.cancel(timer_);
+    if (was_connecting) {
+        pool_->connect_ended(); // failed, timed out, or aborted before it was connected
+    }
     pool_->forget(this);
     if (transport_.is_closed()) {
         // Nothing was opened (socket() failed): no op::close will come.

@@ -5,6 +5,7 @@
 #include <sluice/client.h>
 
 namespace sluice {
+
 namespace {
 
 class client_category_impl final : public std::error_category {
@@ -43,6 +44,36 @@ public:
 };
 
 } // namespace
+
+std::string_view client_errc_name(client_errc e) noexcept {
+    switch (e) {
+    case client_errc::refused:
+        return "refused";
+    case client_errc::connect_timed_out:
+        return "connect_timed_out";
+    case client_errc::response_timed_out:
+        return "response_timed_out";
+    case client_errc::pool_exhausted:
+        return "pool_exhausted";
+    case client_errc::acquire_timed_out:
+        return "acquire_timed_out";
+    case client_errc::reset:
+        return "reset";
+    case client_errc::malformed_response:
+        return "malformed_response";
+    case client_errc::response_too_large:
+        return "response_too_large";
+    case client_errc::cancelled:
+        return "cancelled";
+    case client_errc::invalid_request:
+        return "invalid_request";
+    case client_errc::tls_handshake_failed:
+        return "tls_handshake_failed";
+    case client_errc::tls_certificate_rejected:
+        return "tls_certificate_rejected";
+    }
+    return {};
+}
 
 const std::error_category& client_category() noexcept {
     static const client_category_impl category;

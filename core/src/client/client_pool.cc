@@ -17,6 +17,37 @@ std::int64_t ns_of(clock::time_point t) noexcept {
 
 } // namespace
 
+client_pool::~client_pool() {
+    // Normally zero by now (shutdown emptied the pool); a pool dropped otherwise must not leave
+    // its figures in the client's gauges for ever.
+    cfg_.counters->idle.fetch_sub(published_idle_, std::memory_order_relaxed);
+    cfg_.counters->pending.fetch_sub(published_pending_, std::memory_order_relaxed);
+}
+
+void client_pool::publish_gauges() noexcept {
+    // Differences, not stores: the gauges are shared by every loop's pool of this client.
+    const auto idle = static_cast<std::int64_t>(idle_.size());
+    const auto pending = static_cast<std::int64_t>(waiters_.size() + connecting_);
+    if (idle != published_idle_) {
+        cfg_.counters->idle.fetch_add(idle - published_idle_, std::memory_order_relaxed);
+        published_idle_ = idle;
+    }
+    if (pending != published_pending_) {
+        cfg_.counters->pending.fetch_add(pending - published_pending_, std::memory_order_relaxed);
+        published_pending_ = pending;
+    }
+}
+
+void client_pool::connect_began() noexcept {
+    ++connecting_;
+    publish_gauges();
+}
+
+void client_pool::connect_ended() noexcept {
+    --connecting_;
+    publish_gauges();
+}
+
 void client_pool::attach() {
     // The server stops: its exchanges in progress get shutdown_timeout_ms to finish, and the
     // upstream calls they wait for are part of that (a gateway's drain would otherwise answer
@@ -50,6 +81,7 @@ void client_pool::acquire(std::shared_ptr<client_call_state> call) noexcept {
     while (!idle_.empty()) {
         client_connection* c = idle_.back();
         idle_.pop_back();
+        publish_gauges();
         if (!c->reusable(now)) {
             c->close_now();
             continue;
@@ -72,6 +104,7 @@ void client_pool::acquire(std::shared_ptr<client_call_state> call) noexcept {
         deliver(call, result<client_response>(client_errc::pool_exhausted));
         return;
     }
+    publish_gauges();
     call->pool = this;
     call->waiting = true;
     call->acquire_timer.fire = &on_acquire_timeout;
@@ -152,6 +185,7 @@ void client_pool::put_idle(client_connection* c) noexcept {
     if (!waiters_.empty()) {
         auto call = std::move(waiters_.front());
         waiters_.pop_front();
+        publish_gauges();
         call->waiting = false;
         call->pool = nullptr;
         loop_.cancel(call->acquire_timer);
@@ -163,12 +197,15 @@ void client_pool::put_idle(client_connection* c) noexcept {
         idle_.push_back(c);
     } catch (...) {
         c->close_now();
+        return;
     }
+    publish_gauges();
 }
 
 void client_pool::forget(client_connection* c) noexcept {
     idle_.erase(std::remove(idle_.begin(), idle_.end(), c), idle_.end());
     all_.erase(std::remove(all_.begin(), all_.end(), c), all_.end());
+    publish_gauges();
     serve_waiters();
 }
 
@@ -176,6 +213,7 @@ void client_pool::serve_waiters() noexcept {
     while (!waiters_.empty() && !stopped_ && all_.size() < cfg_.options.max_connections) {
         auto call = std::move(waiters_.front());
         waiters_.pop_front();
+        publish_gauges();
         call->waiting = false;
         call->pool = nullptr;
         loop_.cancel(call->acquire_timer);
@@ -188,6 +226,7 @@ void client_pool::remove_waiter(client_call_state* call) noexcept {
         if (it->get() == call) {
             auto keep = std::move(*it);
             waiters_.erase(it);
+            publish_gauges();
             keep->waiting = false;
             keep->pool = nullptr;
             loop_.cancel(keep->acquire_timer);
@@ -206,6 +245,7 @@ void client_pool::on_acquire_timeout(timer& t) noexcept {
         if (it->get() == call) {
             auto keep = std::move(*it);
             self->waiters_.erase(it);
+            self->publish_gauges();
             keep->waiting = false;
             keep->pool = nullptr;
             self->deliver(keep, result<client_response>(client_errc::acquire_timed_out));
@@ -247,6 +287,7 @@ void client_pool::shutdown() noexcept {
         all_.back()->abort_call(client_errc::cancelled);
     }
     idle_.clear();
+    publish_gauges();
 }
 
 void client_pool::deliver(const std::shared_ptr<client_call_state>& call,
@@ -254,7 +295,18 @@ void client_pool::deliver(const std::shared_ptr<client_call_state>& call,
     if (call->finished.exchange(true, std::memory_order_acq_rel)) {
         return;
     }
-    (r ? cfg_.counters->completed : cfg_.counters->failed).fetch_add(1, std::memory_order_relaxed);
+    if (r) {
+        cfg_.counters->completed.fetch_add(1, std::memory_order_relaxed);
+    } else {
+        const std::error_code e = r.error();
+        const auto kind = static_cast<std::size_t>(e.value());
+        // Every error the pool and its connections deliver is a client_errc; a foreign one
+        // would count in `failed` only.
+        if (e.category() == client_category() && kind >= 1 && kind <= client_errc_count) {
+            cfg_.counters->failed_by_kind[kind - 1].fetch_add(1, std::memory_order_relaxed);
+        }
+        cfg_.counters->failed.fetch_add(1, std::memory_order_relaxed);
+    }
     try {
         call->deliver(std::move(r));
     } catch (...) {

@@ -5,6 +5,10 @@
 // that wait FIFO, at most max_pending of them, each at most acquire_timeout. Everything runs
 // on the loop's thread; the pool is shut down (every call cancelled, every connection closed)
 // when the loop stops or the client is destroyed.
+//
+// Figures (client_stats): the pool's idle connections and its pending calls (waiters plus
+// connections opening, each for one call) are tallied here on the loop and published to the
+// client's shared counters as differences, so stats() sums every loop without a lock.
 #pragma once
 
 #include <atomic>
@@ -35,6 +39,8 @@ struct pool_config {
 class client_pool : public std::enable_shared_from_this<client_pool> {
 public:
     client_pool(detail::loop& l, pool_config cfg) noexcept : loop_(l), cfg_(std::move(cfg)) {}
+    /// Takes back from the shared gauges what this pool still adds to them.
+    ~client_pool();
     client_pool(const client_pool&) = delete;
     client_pool& operator=(const client_pool&) = delete;
 
@@ -57,6 +63,10 @@ public:
     void put_idle(client_connection* c) noexcept;
     /// A connection closes: it no longer counts; waiters may get a new one.
     void forget(client_connection* c) noexcept;
+    /// A connection starts opening for a call / stops (connected, failed, closed): the call
+    /// is pending meanwhile.
+    void connect_began() noexcept;
+    void connect_ended() noexcept;
     /// Connecting for `call` failed (refused / timed out): try another address or fail.
     void connect_failed(std::size_t address, std::shared_ptr<client_call_state> call,
                         client_errc why) noexcept;
@@ -73,6 +83,8 @@ private:
     /// The next address to connect to, round robin over those not marked failed; -1 if none.
     long pick_address() noexcept;
     static void on_acquire_timeout(timer& t) noexcept;
+    /// Adds what idle_ and the pending calls changed since the last call to the shared gauges.
+    void publish_gauges() noexcept;
 
     detail::loop& loop_;
     pool_config cfg_;
@@ -80,6 +92,9 @@ private:
     std::vector<client_connection*> all_;  // open or opening (for shutdown)
     std::deque<std::shared_ptr<client_call_state>> waiters_;
     std::atomic<bool> stopped_{false}; // written on the loop, read by any thread
+    std::size_t connecting_ = 0;       // connections opening, each for one call
+    std::int64_t published_idle_ = 0;  // what this pool has added to counters->idle
+    std::int64_t published_pending_ = 0;
 };
 
 } // namespace sluice::detail

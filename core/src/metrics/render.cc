@@ -133,6 +133,11 @@ void render_clients(exposition& e, const metrics_snapshot& s) {
     };
     each("sluice_client_connections_open", "gauge", "upstream connections open (busy + idle)",
          [](auto& c) { return c.open; });
+    each("sluice_client_connections_idle", "gauge", "upstream connections idle in a pool",
+         [](auto& c) { return c.idle; });
+    each("sluice_client_calls_pending", "gauge",
+         "calls without a connection yet: queued for the pool or waiting for their connect",
+         [](auto& c) { return c.pending; });
     each("sluice_client_connects_total", "counter", "upstream connections opened",
          [](auto& c) { return c.connects; });
     each("sluice_client_reused_total", "counter", "calls served on a pooled connection",
@@ -143,6 +148,17 @@ void render_clients(exposition& e, const metrics_snapshot& s) {
          [](auto& c) { return c.completed; });
     each("sluice_client_failed_total", "counter", "calls completed with an error",
          [](auto& c) { return c.failed; });
+    e.family("sluice_client_failures_total", "counter",
+             "calls completed with an error, by kind (client_errc)");
+    for (const client_figures& c : s.clients) {
+        // Every kind, zeros included: a series that appears only with its first failure
+        // hides that failure from rate() and increase().
+        for (std::size_t k = 1; k <= client_errc_count; ++k) {
+            const auto kind = static_cast<client_errc>(k);
+            e.sample("sluice_client_failures_total", {{"upstream", c.name}, {"kind", client_errc_name(kind)}},
+                     c.stats.failures(kind));
+        }
+    }
 }
 
 void render_process(exposition& e, const metrics_snapshot& s) {

@@ -131,6 +131,31 @@ TEST(render_metrics, server_limiter_client_and_process_families) {
     }
 }
 
+TEST(render_metrics, client_pool_gauges_and_failures_by_kind) {
+    metrics_snapshot s;
+    client_stats api{.failed = 5, .open = 3, .idle = 2, .pending = 4};
+    api.failed_by_kind[static_cast<std::size_t>(client_errc::refused) - 1] = 3;
+    api.failed_by_kind[static_cast<std::size_t>(client_errc::response_timed_out) - 1] = 2;
+    s.clients.push_back({"api", api});
+    s.clients.push_back({"db", client_stats{}});
+    const std::string t = render_metrics(s);
+    EXPECT_TRUE(has_line(t, "# TYPE sluice_client_connections_idle gauge"));
+    EXPECT_TRUE(has_line(t, "sluice_client_connections_idle{upstream=\"api\"} 2"));
+    EXPECT_TRUE(has_line(t, "sluice_client_connections_idle{upstream=\"db\"} 0"));
+    EXPECT_TRUE(has_line(t, "# TYPE sluice_client_calls_pending gauge"));
+    EXPECT_TRUE(has_line(t, "sluice_client_calls_pending{upstream=\"api\"} 4"));
+    EXPECT_TRUE(has_line(t, "# TYPE sluice_client_failures_total counter"));
+    EXPECT_TRUE(has_line(t, "sluice_client_failures_total{upstream=\"api\",kind=\"refused\"} 3"));
+    EXPECT_TRUE(has_line(t, "sluice_client_failures_total{upstream=\"api\",kind=\"response_timed_out\"} 2"));
+    EXPECT_TRUE(has_line(t, "sluice_client_failures_total{upstream=\"api\",kind=\"cancelled\"} 0"))
+        << "every kind is a series from the start, so rate() sees the first failure";
+    EXPECT_TRUE(
+        has_line(t, "sluice_client_failures_total{upstream=\"db\",kind=\"tls_certificate_rejected\"} 0"));
+    EXPECT_EQ(count_of(t, "\nsluice_client_failures_total{upstream=\"api\","), client_errc_count);
+    EXPECT_EQ(count_of(t, "# TYPE sluice_client_failures_total "), 1U);
+    EXPECT_TRUE(has_line(t, "sluice_client_failed_total{upstream=\"api\"} 5")) << "the total stays";
+}
+
 TEST(render_metrics, no_limiter_or_client_families_when_none_is_watched) {
     const std::string t = render_metrics(two_routes());
     EXPECT_EQ(t.find("sluice_limiter_"), std::string::npos);
