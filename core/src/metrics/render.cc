@@ -148,6 +148,10 @@ void render_clients(exposition& e, const metrics_snapshot& s) {
          [](auto& c) { return c.completed; });
     each("sluice_client_failed_total", "counter", "calls completed with an error",
          [](auto& c) { return c.failed; });
+    each("sluice_client_tls_handshakes_total", "counter", "TLS handshakes completed (https upstreams)",
+         [](auto& c) { return c.tls_handshakes; });
+    each("sluice_client_tls_resumed_total", "counter", "of those, resumed from an earlier connection's session",
+         [](auto& c) { return c.tls_resumed; });
     e.family("sluice_client_failures_total", "counter",
              "calls completed with an error, by kind (client_errc)");
     for (const client_figures& c : s.clients) {

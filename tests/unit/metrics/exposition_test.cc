@@ -156,6 +156,16 @@ TEST(render_metrics, client_pool_gauges_and_failures_by_kind) {
     EXPECT_TRUE(has_line(t, "sluice_client_failed_total{upstream=\"api\"} 5")) << "the total stays";
 }
 
+TEST(render_metrics, client_tls_handshakes_and_resumptions) {
+    metrics_snapshot s;
+    s.clients.push_back({"secure", client_stats{.tls_handshakes = 7, .tls_resumed = 5}});
+    const std::string t = render_metrics(s);
+    EXPECT_TRUE(has_line(t, "# TYPE sluice_client_tls_handshakes_total counter"));
+    EXPECT_TRUE(has_line(t, "sluice_client_tls_handshakes_total{upstream=\"secure\"} 7"));
+    EXPECT_TRUE(has_line(t, "# TYPE sluice_client_tls_resumed_total counter"));
+    EXPECT_TRUE(has_line(t, "sluice_client_tls_resumed_total{upstream=\"secure\"} 5"));
+}
+
 TEST(render_metrics, no_limiter_or_client_families_when_none_is_watched) {
     const std::string t = render_metrics(two_routes());
     EXPECT_EQ(t.find("sluice_limiter_"), std::string::npos);
