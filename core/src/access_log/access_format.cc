@@ -13,17 +13,25 @@ constexpr std::string_view hex = "0123456789ABCDEF";
 
 // Combined format: quoted fields are escaped so that a request cannot forge a log line or
 // break the quoting (the log injection that nginx fixed by escaping in 1.1.6).
+bool needs_escape(unsigned char c) noexcept {
+    return c < 0x20 || c >= 0x7f || c == '"' || c == '\\';
+}
+
 void append_escaped(std::string& out, std::string_view v) {
-    for (const char ch : v) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 0xf];
-        } else {
-            out += ch;
+    // Runs of plain bytes in one append: a line is formatted per request, on the loop.
+    std::size_t run = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        const auto c = static_cast<unsigned char>(v[i]);
+        if (!needs_escape(c)) {
+            continue;
         }
+        out.append(v.data() + run, i - run);
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 0xf];
+        run = i + 1;
     }
+    out.append(v.data() + run, v.size() - run);
 }
 
 void append_dash_or(std::string& out, std::string_view v) {
@@ -54,21 +62,56 @@ void append_json_string(std::string& out, std::string_view v) {
     out += '"';
 }
 
-std::tm utc(std::chrono::system_clock::time_point t) noexcept {
-    const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+std::tm utc(std::time_t secs) noexcept {
     std::tm tm{};
     ::gmtime_r(&secs, &tm);
     return tm;
 }
 
-void append_combined(std::string& out, const access_record& r) {
+// The time of a line to the second, formatted once per second per loop thread (and per format):
+// gmtime_r and the formatting were a good part of a line's cost at tens of thousands a second.
+struct second_cache {
+    std::time_t secs = -1;
+    std::string text;
+};
+
+void append_combined_time(std::string& out, std::time_t secs) {
     static constexpr std::array<std::string_view, 12> months{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                                              "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-    const std::tm tm = utc(r.time);
+    thread_local second_cache cache;
+    if (cache.secs != secs) {
+        const std::tm tm = utc(secs);
+        cache.text.clear();
+        fmt::format_to(std::back_inserter(cache.text), "{:02}/{}/{:04}:{:02}:{:02}:{:02} +0000", tm.tm_mday,
+                       months[static_cast<std::size_t>(tm.tm_mon) % 12], tm.tm_year + 1900, tm.tm_hour,
+                       tm.tm_min, tm.tm_sec);
+        cache.secs = secs;
+    }
+    out += cache.text;
+}
+
+void append_iso_time(std::string& out, std::time_t secs) {
+    thread_local second_cache cache;
+    if (cache.secs != secs) {
+        const std::tm tm = utc(secs);
+        cache.text.clear();
+        fmt::format_to(std::back_inserter(cache.text), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+                       tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        cache.secs = secs;
+    }
+    out += cache.text;
+}
+
+std::time_t seconds_of(std::chrono::system_clock::time_point t) noexcept {
+    // Floor, not to_time_t's truncation toward zero (the same after 1970).
+    return static_cast<std::time_t>(std::chrono::floor<std::chrono::seconds>(t.time_since_epoch()).count());
+}
+
+void append_combined(std::string& out, const access_record& r) {
     append_dash_or(out, address_of(r.remote));
-    fmt::format_to(std::back_inserter(out), " - - [{:02}/{}/{:04}:{:02}:{:02}:{:02} +0000] \"", tm.tm_mday,
-                   months[static_cast<std::size_t>(tm.tm_mon) % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
-                   tm.tm_sec);
+    out += " - - [";
+    append_combined_time(out, seconds_of(r.time));
+    out += "] \"";
     if (r.method.empty()) {
         out += '-'; // nginx's "-" for a request line that never parsed
     } else {
@@ -85,12 +128,10 @@ void append_combined(std::string& out, const access_record& r) {
 }
 
 void append_json(std::string& out, const access_record& r) {
-    const std::tm tm = utc(r.time);
-    const auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(r.time.time_since_epoch()).count() % 1000;
-    fmt::format_to(std::back_inserter(out),
-                   "{{\"time\":\"{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z\",\"remote\":", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    const auto ms = std::chrono::floor<std::chrono::milliseconds>(r.time.time_since_epoch()).count() % 1000;
+    out += "{\"time\":\"";
+    append_iso_time(out, seconds_of(r.time));
+    fmt::format_to(std::back_inserter(out), ".{:03}Z\",\"remote\":", ms);
     append_json_string(out, address_of(r.remote));
     out += ",\"method\":";
     append_json_string(out, r.method);

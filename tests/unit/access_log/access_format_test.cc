@@ -55,6 +55,43 @@ TEST(access_format, json) {
               "\"duration_s\":0.001500}\n");
 }
 
+// The date is formatted once per second per thread: lines of the same second share it, and the
+// next second (or an earlier one: the clock may step back) gets its own.
+TEST(access_format, time_of_consecutive_lines_follows_each_second) {
+    access_record r = sample();
+    const auto t0 = r.time;
+    for (const auto f : {access_log_format::combined, access_log_format::json}) {
+        r.time = t0;
+        const std::string a = line(r, f);
+        r.time = t0 + std::chrono::milliseconds(500); // 22:13:20.623: the same second
+        const std::string b = line(r, f);
+        r.time = t0 + std::chrono::milliseconds(900); // 22:13:21.023
+        const std::string c = line(r, f);
+        r.time = t0 - std::chrono::hours(24 * 31); // back a month: 14 Oct
+        const std::string d = line(r, f);
+        if (f == access_log_format::combined) {
+            EXPECT_NE(a.find("[14/Nov/2023:22:13:20 +0000]"), std::string::npos) << a;
+            EXPECT_NE(b.find("[14/Nov/2023:22:13:20 +0000]"), std::string::npos) << b;
+            EXPECT_NE(c.find("[14/Nov/2023:22:13:21 +0000]"), std::string::npos) << c;
+            EXPECT_NE(d.find("[14/Oct/2023:22:13:20 +0000]"), std::string::npos) << d;
+        } else {
+            EXPECT_NE(a.find("\"2023-11-14T22:13:20.123Z\""), std::string::npos) << a;
+            EXPECT_NE(b.find("\"2023-11-14T22:13:20.623Z\""), std::string::npos) << b;
+            EXPECT_NE(c.find("\"2023-11-14T22:13:21.023Z\""), std::string::npos) << c;
+            EXPECT_NE(d.find("\"2023-10-14T22:13:20.123Z\""), std::string::npos) << d;
+        }
+    }
+}
+
+TEST(access_format, escapes_at_the_start_the_end_and_in_a_row) {
+    access_record r = sample();
+    r.user_agent = "\"\"a b\x7f";
+    r.referer = "\\";
+    EXPECT_NE(line(r, access_log_format::combined).find("\"\\x5C\" \"\\x22\\x22a b\\x7F\"\n"),
+              std::string::npos)
+        << line(r, access_log_format::combined);
+}
+
 TEST(access_format, address_of) {
     EXPECT_EQ(address_of("10.0.0.1:8080"), "10.0.0.1");
     EXPECT_EQ(address_of("[2001:db8::1]:443"), "2001:db8::1");
