@@ -89,6 +89,16 @@ protected:
         }
     }
 
+    // One GET in the callback style and one in the coroutine style, both waiting for `up`.
+    void call_in_both_styles(fake_upstream& up, std::vector<std::unique_ptr<test_client>>& clients) {
+        for (const char* style : {"/cb", "/co"}) {
+            clients.push_back(std::make_unique<test_client>(srv().port(), 10s));
+            ASSERT_TRUE(clients.back()->send(get_request(style))) << clients.back()->error();
+        }
+        ASSERT_TRUE(wait_until([&] { return up.accepted() == 2; }));
+        ASSERT_TRUE(srv().wait_suspended(2));
+    }
+
     http_response call(std::string_view target, std::string_view method = "GET", std::string_view body = {}) {
         test_client c(srv().port(), 10s);
         std::string req = std::string(method) + " " + std::string(target) + " HTTP/1.1\r\nHost: t\r\n";
@@ -442,12 +452,7 @@ TEST_P(client_test, server_stop_lets_calls_in_flight_finish_in_the_drain) {
     srv().config().shutdown_timeout_ms = 10'000;
     srv().start();
     std::vector<std::unique_ptr<test_client>> clients;
-    for (const char* style : {"/cb", "/co"}) {
-        clients.push_back(std::make_unique<test_client>(srv().port(), 10s));
-        ASSERT_TRUE(clients.back()->send(get_request(style))) << clients.back()->error();
-    }
-    ASSERT_TRUE(wait_until([&] { return up.accepted() == 2; }));
-    ASSERT_TRUE(srv().wait_suspended(2));
+    ASSERT_NO_FATAL_FAILURE(call_in_both_styles(up, clients));
     auto stopped = std::make_shared<std::atomic<bool>>(false);
     bg_.run([this, stopped] {
         srv().stop();
@@ -482,12 +487,7 @@ TEST_P(client_test, server_stop_cancels_calls_still_running_when_the_drain_ends)
     srv().config().shutdown_timeout_ms = 300;
     srv().start();
     std::vector<std::unique_ptr<test_client>> clients;
-    for (const char* style : {"/cb", "/co"}) {
-        clients.push_back(std::make_unique<test_client>(srv().port(), 10s));
-        ASSERT_TRUE(clients.back()->send(get_request(style))) << clients.back()->error();
-    }
-    ASSERT_TRUE(wait_until([&] { return up.accepted() == 2; }));
-    ASSERT_TRUE(srv().wait_suspended(2));
+    ASSERT_NO_FATAL_FAILURE(call_in_both_styles(up, clients));
     const auto t0 = test_clock::now();
     srv().stop();
     // shutdown_timeout_ms, then at most the second the drain gives a response to leave.
