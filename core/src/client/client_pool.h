@@ -44,7 +44,8 @@ public:
     client_pool(const client_pool&) = delete;
     client_pool& operator=(const client_pool&) = delete;
 
-    /// Registers the stop hook; once, right after construction, on the loop thread.
+    /// Registers the loop's on_drained hook (shutdown once the server's connections are gone);
+    /// once, right after construction, on the loop thread.
     void attach();
     /// A new call (the loop thread).
     void submit(std::shared_ptr<client_call_state> call) noexcept;
