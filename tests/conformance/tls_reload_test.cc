@@ -55,6 +55,7 @@ TEST_P(tls_reload_test, thousand_open_connections_survive_and_new_ones_get_the_n
     // 1,000 handshakes at once take longer than the 10 s default under TSan on two shared
     // cores; this test is about the reload, not the handshake deadline.
     srv().config().tls.handshake_timeout_ms = 120'000;
+    srv().config().limits.header_timeout_ms = 120'000; // it runs from the accept, handshake included
     srv().config().io_threads = 2;
     srv().config().blocking.threads = static_cast<std::uint32_t>(connections) + 16;
     srv().config().blocking.accept_queue = 256;
@@ -71,7 +72,8 @@ TEST_P(tls_reload_test, thousand_open_connections_survive_and_new_ones_get_the_n
     for (std::size_t i = 0; i < connections; ++i) {
         mc.add(srv().port(), get_request("/held/" + std::to_string(i)));
     }
-    ASSERT_TRUE(mc.send_all(milliseconds(30'000))) << mc.first_error();
+    ASSERT_TRUE(mc.send_all(milliseconds(30'000)))
+        << mc.first_error() << " (connections refused: " << srv().stats().connections_refused << ")";
     ASSERT_TRUE(srv().wait_suspended(connections, milliseconds(30'000)))
         << "suspended: " << srv().stats().exchanges_suspended << " of " << connections;
 
