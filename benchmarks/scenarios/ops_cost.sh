@@ -7,33 +7,25 @@
 # around each run. Prints one line per run, the medians and the ratios to "off".
 # Usage: benchmarks/scenarios/ops_cost.sh [build dir]   (RUNS=5, DURATION=5)
 set -euo pipefail
-bin=${1:-build/release}/bin/sluice-hello
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+[[ -n ${1:-} ]] && BENCH_BIN_DIR=$1/bin
 runs=${RUNS:-5}
 duration=${DURATION:-5}
 tick=$(getconf CLK_TCK)
-tmp=$(mktemp -d /tmp/sluice_ops_cost.XXXXXX)
+bench_init ops_cost # BENCH_TMP, BIN_DIR; stops what it started at exit
+tmp=$BENCH_TMP
 names=(off metrics access_log)
 pids=()
 ports=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 start() { # name, extra args...
-    local name=$1 port=""
+    local name=$1 port
     shift
-    "$bin" --backend epoll --io-threads 1 --listen 127.0.0.1:0 "$@" >"$tmp/$name.log" 2>&1 &
-    pids+=($!)
-    for _ in $(seq 100); do
-        port=$(sed -n 's/.*(port \([0-9]*\)).*/\1/p' "$tmp/$name.log" | head -n 1)
-        [[ -n $port ]] && break
-        sleep 0.05
-    done
-    [[ -n $port ]] || { echo "ops_cost: $name did not start: $(cat "$tmp/$name.log")" >&2; exit 1; }
+    port=$(bench_free_port)
+    bench_start_sluice "$tmp/$name.log" "$port" --backend epoll --io-threads 1 "$@" ||
+        bench_die "$name did not start: $SERVER_ERROR"
+    pids+=("$SERVER_PID")
     ports+=("$port")
 }
 start off
@@ -45,9 +37,9 @@ for i in 0 1 2; do
 done
 for round in $(seq "$runs"); do
     for i in 0 1 2; do
-        c0=$(cpu_ticks "${pids[i]}")
+        c0=$(bench_cpu_ticks "${pids[i]}")
         out=$(timeout $((duration + 10)) wrk -t1 -c50 -d"${duration}s" "http://127.0.0.1:${ports[i]}/")
-        c1=$(cpu_ticks "${pids[i]}")
+        c1=$(bench_cpu_ticks "${pids[i]}")
         reqs=$(echo "$out" | awk '/requests in/ {print $1}')
         line=$(awk -v c=$((c1 - c0)) -v r="$reqs" -v t="$tick" -v d="$duration" \
             'BEGIN {printf "%.3f %.0f", c / t / r * 1e6, r / d}')
