@@ -75,31 +75,34 @@ struct second_cache {
     std::string text;
 };
 
-void append_combined_time(std::string& out, std::time_t secs) {
-    static constexpr std::array<std::string_view, 12> months{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                                             "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-    thread_local second_cache cache;
+// Appends `secs` as `write_date` formats it, formatting at most once per second per cache.
+template <typename Write>
+void append_cached_time(std::string& out, second_cache& cache, std::time_t secs, Write write_date) {
     if (cache.secs != secs) {
-        const std::tm tm = utc(secs);
         cache.text.clear();
-        fmt::format_to(std::back_inserter(cache.text), "{:02}/{}/{:04}:{:02}:{:02}:{:02} +0000", tm.tm_mday,
-                       months[static_cast<std::size_t>(tm.tm_mon) % 12], tm.tm_year + 1900, tm.tm_hour,
-                       tm.tm_min, tm.tm_sec);
+        write_date(cache.text, utc(secs));
         cache.secs = secs;
     }
     out += cache.text;
 }
 
+void append_combined_time(std::string& out, std::time_t secs) {
+    static constexpr std::array<std::string_view, 12> months{"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                             "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    thread_local second_cache cache;
+    append_cached_time(out, cache, secs, [](std::string& text, const std::tm& tm) {
+        fmt::format_to(std::back_inserter(text), "{:02}/{}/{:04}:{:02}:{:02}:{:02} +0000", tm.tm_mday,
+                       months[static_cast<std::size_t>(tm.tm_mon) % 12], tm.tm_year + 1900, tm.tm_hour,
+                       tm.tm_min, tm.tm_sec);
+    });
+}
+
 void append_iso_time(std::string& out, std::time_t secs) {
     thread_local second_cache cache;
-    if (cache.secs != secs) {
-        const std::tm tm = utc(secs);
-        cache.text.clear();
-        fmt::format_to(std::back_inserter(cache.text), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-                       tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-        cache.secs = secs;
-    }
-    out += cache.text;
+    append_cached_time(out, cache, secs, [](std::string& text, const std::tm& tm) {
+        fmt::format_to(std::back_inserter(text), "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", tm.tm_year + 1900,
+                       tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    });
 }
 
 std::time_t seconds_of(std::chrono::system_clock::time_point t) noexcept {
