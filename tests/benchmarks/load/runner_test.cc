@@ -31,6 +31,16 @@ load_options plan(std::uint16_t port, std::string path, std::size_t users, std::
     return o;
 }
 
+bool all_ok(const run_result& r) {
+    return std::all_of(r.samples.begin(), r.samples.end(),
+                       [](const sample& x) { return x.error == error_kind::none; });
+}
+
+bool none_ok(const run_result& r) {
+    return std::none_of(r.samples.begin(), r.samples.end(),
+                        [](const sample& x) { return x.error == error_kind::none; });
+}
+
 std::uint16_t closed_port() {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -71,29 +81,25 @@ TEST(LoadRunner, HttpsWithTheServersCaKeepsOneConnectionPerUser) {
     o.ca_file = sluice::test::shared_test_certs().cert_path();
     auto r = run(o, build_request(o), nullptr);
     ASSERT_EQ(r.samples.size(), 20u);
-    EXPECT_TRUE(std::all_of(r.samples.begin(), r.samples.end(),
-                            [](const sample& x) { return x.error == error_kind::none; }));
+    EXPECT_TRUE(all_ok(r));
     EXPECT_EQ(s.stats().connections_accepted, 4u);
 
     o.keep_alive = false;
     r = run(o, build_request(o), nullptr);
     ASSERT_EQ(r.samples.size(), 20u);
-    EXPECT_TRUE(std::all_of(r.samples.begin(), r.samples.end(),
-                            [](const sample& x) { return x.error == error_kind::none; }));
+    EXPECT_TRUE(all_ok(r));
     EXPECT_EQ(s.stats().connections_accepted, 4u + 20u);
 
     o.ca_file.clear(); // the system's CAs do not know the test's self-signed certificate
     o.keep_alive = true;
     r = run(o, build_request(o), nullptr);
     ASSERT_EQ(r.samples.size(), 20u);
-    EXPECT_TRUE(std::none_of(r.samples.begin(), r.samples.end(),
-                             [](const sample& x) { return x.error == error_kind::none; }));
+    EXPECT_TRUE(none_ok(r));
     EXPECT_EQ(s.stats().requests, 40u);
 
     o.insecure = true;
     r = run(o, build_request(o), nullptr);
-    EXPECT_TRUE(std::all_of(r.samples.begin(), r.samples.end(),
-                            [](const sample& x) { return x.error == error_kind::none; }));
+    EXPECT_TRUE(all_ok(r));
 }
 
 TEST(LoadRunner, KeepAliveOffOpensAConnectionPerRequest) {
