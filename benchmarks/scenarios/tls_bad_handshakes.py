@@ -3,7 +3,7 @@
 handshakes, --workers at a time, of these kinds in turn:
 
   garbage       512 random bytes, then wait for the server to close
-  plaintext     an HTTP/1.1 GET in clear, then wait for the close
+  plaintext     an HTTP/1.1 GET in clear, then wait for the 400 and the close
   half_fin      the first half of a real ClientHello, then FIN
   half_rst      the first half of a real ClientHello, then RST
   hello_fin     a whole ClientHello, then FIN before the server's answer is read
@@ -60,13 +60,16 @@ def rst_close(s):
 
 
 def read_until_close(s, deadline_s):
-    """'closed' (FIN), 'alert' (a TLS alert record, then FIN), 'reset', or 'timeout'."""
+    """'closed' (FIN), 'alert' (a TLS alert record, then FIN), 'http_400' (a plaintext 400, then
+    FIN: the answer to plaintext HTTP), 'reset', or 'timeout'."""
     s.settimeout(deadline_s)
     first = b""
     try:
         while True:
             chunk = s.recv(4096)
             if not chunk:
+                if first.startswith(b"HTTP/1.1 400 "):
+                    return "http_400"
                 return "alert" if first[:1] == b"\x15" else "closed"
             first = first or chunk
     except ConnectionResetError:

@@ -56,7 +56,8 @@ main() {
         measure "$b"
     done
     bench_note "Outcomes per kind: closed (the server closed, FIN), alert (a TLS alert, then FIN), reset (RST from" \
-        "the server), timeout (no close within 10 s: a hang), we_reset (the client reset first, as meant)."
+        "the server), http_400 (plaintext HTTP answered 400, then FIN), timeout (no close within 10 s: a hang)," \
+        "we_reset (the client reset first, as meant)."
     bench_note "Pass: client_rc 0 = fds back to baseline, a good GET / after, no timeout, every stalled" \
         "connection closed by the server, no connect error; and the server alive."
     bench_report tls_hostile

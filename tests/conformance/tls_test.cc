@@ -87,19 +87,65 @@ TEST_P(tls_test, a_client_that_stops_mid_handshake_is_closed_at_the_handshake_ti
     EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }));
 }
 
-TEST_P(tls_test, plaintext_http_to_the_tls_port_is_closed_and_the_server_goes_on) {
+TEST_P(tls_test, plaintext_http_to_the_tls_port_gets_400_then_a_close_and_the_server_goes_on) {
     start_hello();
-    test_client plain(srv().port(), default_timeout, client_transport::plain);
-    ASSERT_TRUE(plain.connected()) << plain.error();
-    ASSERT_TRUE(plain.send(get_request("/")));
-    ASSERT_TRUE(plain.wait_closed()) << plain.error();
-    EXPECT_EQ(plain.buffered().find("hello"), std::string::npos) << "plaintext served on a TLS port";
+    // Whole, and with the request line cut inside the method (the first bytes of the connection
+    // decide, whichever read brings them); methods OpenSSL itself does not recognise included.
+    const std::vector<std::pair<std::string, std::size_t>> cases = {
+        {get_request("/"), 0},
+        {"DELETE /x HTTP/1.1\r\nHost: a\r\n\r\n", 0},
+        {"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 0},
+        {get_request("/"), 2},
+        {"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello", 5},
+    };
+    for (const auto& [request, cut] : cases) {
+        test_client plain(srv().port(), default_timeout, client_transport::plain);
+        ASSERT_TRUE(plain.connected()) << plain.error();
+        ASSERT_TRUE(cut == 0 ? plain.send(request) : plain.send_split(request, cut, milliseconds(20)));
+        auto r = plain.read_response();
+        ASSERT_TRUE(r) << request << ": " << plain.error();
+        EXPECT_EQ(r->status, 400) << request;
+        EXPECT_EQ(r->header("Connection"), "close") << request;
+        EXPECT_NE(r->body.find("HTTPS"), std::string::npos) << r->body;
+        ASSERT_TRUE(plain.wait_closed()) << request << ": " << plain.error();
+        EXPECT_EQ(plain.buffered().find("hello"), std::string::npos) << "plaintext served on a TLS port";
+    }
+    EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }));
     test_client c(srv().port());
     ASSERT_TRUE(c.connected()) << c.error();
     ASSERT_TRUE(c.send(get_request("/")));
     auto r = c.read_response();
     ASSERT_TRUE(r) << c.error();
     EXPECT_EQ(r->body, "hello");
+}
+
+TEST_P(tls_test, a_plaintext_client_that_stays_after_the_400_is_closed_at_the_handshake_timeout) {
+    srv().config().tls.handshake_timeout_ms = 300;
+    srv().config().limits.header_timeout_ms = 60'000; // only the TLS clock may act
+    start_hello();
+    test_client plain(srv().port(), default_timeout, client_transport::plain);
+    ASSERT_TRUE(plain.connected()) << plain.error();
+    ASSERT_TRUE(plain.send(get_request("/")));
+    auto r = plain.read_response();
+    ASSERT_TRUE(r) << plain.error();
+    EXPECT_EQ(r->status, 400);
+    // The client neither closes nor stops sending: its bytes are dropped, and the connection
+    // ends when the handshake's time is up.
+    ASSERT_TRUE(plain.send(std::string(64 * 1024, 'x')));
+    EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }));
+}
+
+TEST_P(tls_test, bytes_that_are_neither_tls_nor_a_request_line_get_no_answer) {
+    start_hello();
+    for (const std::string junk :
+         {"get / HTTP/1.1\r\n\r\n", "GETTINGLONG / HTTP/1.1\r\n\r\n", "\x80\x01garbage-bytes"}) {
+        test_client c(srv().port(), default_timeout, client_transport::plain);
+        ASSERT_TRUE(c.connected()) << c.error();
+        ASSERT_TRUE(c.send(junk));
+        ASSERT_TRUE(c.wait_closed()) << c.error();
+        EXPECT_EQ(c.buffered().find("HTTP/1.1"), std::string::npos) << junk << " answered: " << c.buffered();
+    }
+    EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }));
 }
 
 TEST_P(tls_test, a_garbage_client_hello_is_closed) {
@@ -123,8 +169,11 @@ TEST_P(tls_test, descriptors_return_to_baseline_after_many_failed_handshakes) {
     for (int i = 0; i < 300; ++i) {
         test_client c(srv().port(), default_timeout, client_transport::plain);
         ASSERT_TRUE(c.connected()) << c.error();
-        if (i % 2 == 0) {
+        if (i % 3 == 0) {
             ASSERT_TRUE(c.send(std::string("\x16\x03\x01\x00\x04junk", 9)));
+            ASSERT_TRUE(c.wait_closed()) << c.error();
+        } else if (i % 3 == 1) {
+            ASSERT_TRUE(c.send(get_request("/"))); // plaintext: a 400, then the close
             ASSERT_TRUE(c.wait_closed()) << c.error();
         } else {
             c.close_abortive(); // gone before the handshake

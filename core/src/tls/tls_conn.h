@@ -60,6 +60,15 @@ struct tls_driver::conn {
     bool touched = false;
     bool has_deadline = false;
 
+    // The server side's first bytes (plain_http_probe.h): held back from OpenSSL while they may
+    // be a plaintext request line; then the 400 goes out, the write side is shut and what else
+    // comes is read and dropped until the peer's EOF (or the handshake deadline).
+    bool probed = false;     ///< the first byte was looked at
+    bool plain_http = false; ///< answering plaintext HTTP: OpenSSL sees nothing more
+    bool reply_shut = false; ///< the 400 is sent and the write side shut
+    std::uint8_t probe_len = 0;
+    char probe[8]{};
+
     // The client side (adopt_client): the owner's connect completes with the handshake.
     client_tls_context* client = nullptr;
     bool connect_due = false; ///< an op::connect is due to the owner: connect_result

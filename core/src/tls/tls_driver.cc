@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "tls/client_tls_context.h"
+#include "tls/plain_http_probe.h"
 #include "tls/tls_conn.h"
 #include "tls/tls_context.h"
 
@@ -410,6 +411,13 @@ void tls_driver::report_connect(conn& s, std::int32_t result) noexcept {
 }
 
 void tls_driver::on_cipher(conn& s, const char* data, std::size_t len) noexcept {
+    if (s.client == nullptr && !s.probed) {
+        s.probed = s.probe_len == 0 && !may_be_plain_http(data[0]); // TLS: on to OpenSSL for good
+        if (!s.probed) {
+            probe_first_bytes(s, data, len);
+            return;
+        }
+    }
     s.bio.in = data;
     s.bio.in_len = len;
     prime_queue(s);
@@ -422,6 +430,33 @@ void tls_driver::on_cipher(conn& s, const char* data, std::size_t len) noexcept 
     // Whatever OpenSSL left unread (only after a failure) goes with the lent buffer.
     s.bio.in = nullptr;
     s.bio.in_len = 0;
+    flush(s);
+}
+
+void tls_driver::probe_first_bytes(conn& s, const char* data, std::size_t len) noexcept {
+    if (s.plain_http) {
+        return; // after the 400: read and dropped until the peer's EOF
+    }
+    const std::size_t take = std::min(len, sizeof s.probe - s.probe_len);
+    std::memcpy(s.probe + s.probe_len, data, take);
+    s.probe_len = static_cast<std::uint8_t>(s.probe_len + take);
+    switch (probe_plain_http({s.probe, s.probe_len})) {
+    case plain_probe::need_more:
+        return;
+    case plain_probe::neither:
+        fail(s, -EPROTO);
+        return;
+    case plain_probe::request_line:
+        break;
+    }
+    s.plain_http = true;
+    try {
+        prime_queue(s);
+        append_plain_http_reply(s.queued);
+    } catch (const std::bad_alloc&) {
+        fail(s, -ENOMEM);
+        return;
+    }
     flush(s);
 }
 
@@ -523,6 +558,12 @@ void tls_driver::flush(conn& s) noexcept {
         if (s.queued.empty()) {
             give_string(s.sending);
             give_string(s.queued);
+            if (s.plain_http && !s.reply_shut) {
+                // The 400 is out: the FIN tells the client that nothing follows, while its
+                // own bytes are still read, so that closing later cannot reset the answer away.
+                s.reply_shut = true;
+                ::shutdown(s.fd, SHUT_WR);
+            }
             if (s.owner_send && s.encrypted) {
                 // Every byte encrypted for the owner is with the kernel.
                 s.owner_send = false;
@@ -550,6 +591,9 @@ void tls_driver::on_inner_sent(conn& s, std::int32_t result) noexcept {
         s.sending.clear();
         s.sending_off = 0;
         s.queued.clear();
+        if (s.plain_http) {
+            fail(s, result); // the 400 could not go out: nothing is left to wait for
+        }
         if (s.owner_send) {
             s.owner_send = false;
             s.send_done = true;

@@ -21,6 +21,10 @@
 //                       │  (timeout, bad record, EOF)            │ (close_notify, EOF, error)
 //                       └──────> failed: the owner's recv ends ──┘ with 0 or -errno
 //
+// A server descriptor whose first byte is an upper case letter never reaches OpenSSL: it may
+// be plaintext HTTP, which gets a 400 (tls/plain_http_probe.h), a shut write side, and its
+// further bytes dropped until EOF or the handshake deadline.
+//
 // The owner sees no byte before the handshake ends. tls.handshake_timeout_ms is enforced here,
 // by shortening the inner wait() to the earliest handshake deadline. close() sends a
 // best-effort close_notify, then closes; the state is freed after the inner op::close.
@@ -96,6 +100,7 @@ private:
     void report_connect(conn& s, std::int32_t result) noexcept;
     void on_inner(const io::completion& c) noexcept;
     void on_cipher(conn& s, const char* data, std::size_t len) noexcept;
+    void probe_first_bytes(conn& s, const char* data, std::size_t len) noexcept;
     void handshake(conn& s) noexcept;
     void read_plain(conn& s) noexcept;
     void encrypt_owner_send(conn& s) noexcept;
