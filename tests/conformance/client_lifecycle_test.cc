@@ -26,14 +26,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-void answer_all(upstream_conn& c) {
-    while (c.read_request()) {
-        if (!c.write(upstream_response(200, "ok"))) {
-            return;
-        }
-    }
-}
-
 /// The outcome of a callback-style call, for the test thread.
 struct outcome_box {
     std::promise<result<client_response>> p;

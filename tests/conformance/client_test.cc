@@ -19,6 +19,7 @@
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/error_text.h"
 #include "support/fake_upstream.h"
 #include "support/multi_client.h"
 #include "support/test_client.h"
@@ -27,23 +28,6 @@ namespace sluice::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-/// Answers every request on the connection with 200 "ok".
-void answer_all(upstream_conn& c) {
-    while (c.read_request()) {
-        if (!c.write(upstream_response(200, "ok"))) {
-            return;
-        }
-    }
-}
-
-std::string error_text(std::error_code e) {
-    return "error " + std::string(e.category().name()) + ":" + std::to_string(e.value());
-}
-
-std::string error_text(client_errc e) {
-    return error_text(make_error_code(e));
-}
 
 void write_outcome(response& res, const result<client_response>& r) {
     if (r) {

@@ -13,6 +13,7 @@
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/error_text.h"
 #include "support/fake_upstream.h"
 #include "support/log_capture.h"
 #include "support/test_certs.h"
@@ -22,14 +23,6 @@ namespace sluice::test {
 namespace {
 
 using namespace std::chrono_literals;
-
-std::string error_text(std::error_code e) {
-    return "error " + std::string(e.category().name()) + ":" + std::to_string(e.value());
-}
-
-std::string error_text(client_errc e) {
-    return error_text(make_error_code(e));
-}
 
 class client_tls_test : public backend_test {
 protected:

@@ -31,10 +31,6 @@ protected:
         });
         return done;
     }
-
-    static bool says_close(const http_response& r) {
-        return r.header("Connection").has_value() && same_name(*r.header("Connection"), "close");
-    }
 };
 
 TEST_P(drain_test, a_suspended_request_completing_during_the_drain_is_answered) {
@@ -58,7 +54,7 @@ TEST_P(drain_test, a_suspended_request_completing_during_the_drain_is_answered) 
     ASSERT_TRUE(r) << c.error();
     EXPECT_EQ(r->status, 200);
     EXPECT_EQ(r->body, "finished in the drain");
-    EXPECT_TRUE(says_close(*r));
+    EXPECT_TRUE(r->says_close());
     EXPECT_TRUE(c.wait_closed()) << c.error();
     EXPECT_TRUE(wait_until([&] { return stopped->load(); })) << "stop() did not return after the drain";
     ASSERT_TRUE(events_.wait_for_count(1));
@@ -84,7 +80,7 @@ TEST_P(drain_test, what_is_still_suspended_when_the_drain_ends_gets_503) {
     ASSERT_TRUE(r) << c.error();
     EXPECT_EQ(r->status, 503);
     EXPECT_TRUE(r->header("Retry-After").has_value());
-    EXPECT_TRUE(says_close(*r));
+    EXPECT_TRUE(r->says_close());
     EXPECT_GE(waited, milliseconds(250)) << "the 503 came before the drain ended";
     EXPECT_TRUE(c.wait_closed()) << c.error();
     EXPECT_TRUE(wait_until([&] { return stopped->load(); }));

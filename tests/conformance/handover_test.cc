@@ -34,10 +34,6 @@ std::string fresh_socket_path() {
     return "/tmp/sluice-ho-" + std::to_string(::getpid()) + "-" + std::to_string(n++) + ".sock";
 }
 
-bool says_close(const http_response& r) {
-    return r.header("Connection").has_value() && same_name(*r.header("Connection"), "close");
-}
-
 class handover_test : public backend_test {
 protected:
     void TearDown() override {
@@ -102,7 +98,7 @@ TEST_P(handover_test, a_new_server_takes_the_port_over_without_a_failed_request)
     EXPECT_EQ(second->body, first->body);
     // The old server closes it: after this response (Connection: close) if its drain had begun
     // when the request came, else when the drain ends (shutdown_timeout_ms, then 1 s).
-    if (!says_close(*second)) {
+    if (!second->says_close()) {
         idle.set_timeout(milliseconds(5'000));
     }
     EXPECT_TRUE(idle.wait_closed()) << idle.error();

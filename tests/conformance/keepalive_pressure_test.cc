@@ -21,11 +21,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-bool says_close(const http_response& r) {
-    const auto c = r.header("Connection");
-    return c && same_name(*c, "close");
-}
-
 class keepalive_pressure_test : public backend_test {
 protected:
     void record(std::string what) {
@@ -65,7 +60,7 @@ TEST_P(keepalive_pressure_test, keep_alive_holds_while_new_connections_arrive) {
                            std::to_string(rs.size()) + " of 3 answered: " + c.error());
                     break;
                 }
-                if (says_close(rs.back())) {
+                if (rs.back().says_close()) {
                     record("client " + std::to_string(k) + " batch " + std::to_string(b) +
                            ": Connection: close with idle threads");
                     break;
@@ -122,7 +117,7 @@ TEST_P(blocking_pressure_test, pipelined_requests_are_answered_before_a_pressure
     ASSERT_EQ(rs.size(), 5U) << "pipelined requests dropped: " << b.error();
     EXPECT_TRUE(c_waiting->load()) << "C never waited for a thread";
     EXPECT_EQ(rs[0].body, "first");
-    EXPECT_TRUE(says_close(rs.back())) << "no close under pressure";
+    EXPECT_TRUE(rs.back().says_close()) << "no close under pressure";
     EXPECT_TRUE(b.wait_closed()) << b.error();
     // B's thread is free again: C is served.
     auto rc = c.read_response();

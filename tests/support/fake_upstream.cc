@@ -143,6 +143,14 @@ void fake_upstream::accept_loop() {
     }
 }
 
+void answer_all(upstream_conn& c) {
+    while (c.read_request()) {
+        if (!c.write(upstream_response(200, "ok"))) {
+            return;
+        }
+    }
+}
+
 std::string upstream_response(int status, std::string_view body, std::string_view extra_headers) {
     std::string r = "HTTP/1.1 " + std::to_string(status) +
                     " X\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";

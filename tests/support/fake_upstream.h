@@ -79,6 +79,9 @@ private:
 /// "HTTP/1.1 <status> X\r\nContent-Length: n\r\n\r\n<body>"
 std::string upstream_response(int status, std::string_view body, std::string_view extra_headers = {});
 
+/// Answers every request on the connection with 200 "ok", until the peer closes.
+void answer_all(upstream_conn& c);
+
 /// Open file descriptors of this process (/proc/self/fd).
 int open_fd_count();
 

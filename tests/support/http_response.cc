@@ -130,6 +130,11 @@ std::optional<std::string> http_response::header(std::string_view name) const {
     return std::nullopt;
 }
 
+bool http_response::says_close() const {
+    const auto c = header("Connection");
+    return c && same_name(*c, "close");
+}
+
 std::size_t http_response::header_count(std::string_view name) const {
     std::size_t n = 0;
     for (const auto& h : headers) {

@@ -27,6 +27,8 @@ struct http_response {
     std::optional<std::string> header(std::string_view name) const;
     /// How many headers have that name.
     std::size_t header_count(std::string_view name) const;
+    /// A Connection header that says close (the server will close after this response).
+    bool says_close() const;
     /// 1xx: an interim response, followed by the final one.
     bool is_interim() const noexcept { return status >= 100 && status < 200; }
 };

@@ -14,6 +14,8 @@
 #include <chrono>
 #include <string>
 
+#include <sluice/config.h>
+
 namespace sluice::test {
 
 class test_certs;
@@ -42,6 +44,13 @@ public:
     const std::string& dir() const noexcept { return dir_; }
     /// The certificate's serial number, as OpenSSL prints it (hex).
     const std::string& serial() const noexcept { return serial_; }
+    /// A server's TLS settings with this certificate and key, the rest at their defaults.
+    tls_config server_tls() const {
+        tls_config cfg;
+        cfg.cert = cert_;
+        cfg.key = key_;
+        return cfg;
+    }
     /// Writes `text` to a file in dir() and returns its path (bad keys, truncated PEM, ...).
     std::string write_file(const std::string& name, const std::string& text) const;
 

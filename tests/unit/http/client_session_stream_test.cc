@@ -22,7 +22,7 @@ struct sink final : response_sink {
     void on_response_body(std::string_view bytes) noexcept override { body.append(bytes); }
 };
 
-struct outcome {
+struct stream_outcome {
     response_phase phase = response_phase::idle;
     std::error_code error;
     sink s;
@@ -30,7 +30,7 @@ struct outcome {
     client_response res;
 };
 
-void parse(std::string_view wire, std::size_t piece, std::size_t max, bool head, outcome& o) {
+void parse(std::string_view wire, std::size_t piece, std::size_t max, bool head, stream_outcome& o) {
     client_session s(max);
     s.begin(head, o.res, &o.s);
     for (std::size_t i = 0; i < wire.size(); i += piece) {
@@ -44,13 +44,13 @@ void parse(std::string_view wire, std::size_t piece, std::size_t max, bool head,
     o.error = s.error();
 }
 
-class client_session_stream_test : public testing::TestWithParam<std::size_t> {};
+class client_session_stream_test : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(client_session_stream_test, a_body_larger_than_max_response_bytes_streams_through) {
     const std::string body(5000, 'x');
     const std::string wire =
         "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + body;
-    outcome o;
+    stream_outcome o;
     parse(wire, GetParam(), 200, false, o);
     EXPECT_EQ(o.phase, response_phase::complete) << o.error.message();
     EXPECT_EQ(o.s.heads, 1); // the 100 is not shown
@@ -63,7 +63,7 @@ TEST_P(client_session_stream_test, a_body_larger_than_max_response_bytes_streams
 TEST_P(client_session_stream_test, chunked_body_pieces_add_up) {
     const std::string wire = "HTTP/1.1 200 OK\r\nTransfer-Encoding: "
                              "chunked\r\n\r\n3\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\n\r\n";
-    outcome o;
+    stream_outcome o;
     parse(wire, GetParam(), 100, false, o);
     EXPECT_EQ(o.phase, response_phase::complete) << o.error.message();
     EXPECT_EQ(o.s.body, "abc0123456789abcdef");
@@ -72,7 +72,7 @@ TEST_P(client_session_stream_test, chunked_body_pieces_add_up) {
 TEST_P(client_session_stream_test, a_head_over_max_response_bytes_still_fails) {
     const std::string wire =
         "HTTP/1.1 200 OK\r\nX-Big: " + std::string(300, 'y') + "\r\nContent-Length: 1\r\n\r\nz";
-    outcome o;
+    stream_outcome o;
     parse(wire, GetParam(), 200, false, o);
     EXPECT_EQ(o.phase, response_phase::failed);
     EXPECT_EQ(o.error, make_error_code(client_errc::response_too_large));
@@ -81,7 +81,7 @@ TEST_P(client_session_stream_test, a_head_over_max_response_bytes_still_fails) {
 
 TEST_P(client_session_stream_test, a_response_to_head_shows_its_head_and_no_body) {
     const std::string wire = "HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n";
-    outcome o;
+    stream_outcome o;
     parse(wire, GetParam(), 200, true, o);
     EXPECT_EQ(o.phase, response_phase::complete) << o.error.message();
     EXPECT_EQ(o.s.heads, 1);
@@ -92,9 +92,10 @@ TEST_P(client_session_stream_test, a_response_to_head_shows_its_head_and_no_body
 // body. Bytes after it are the next response; here they are not one. Found by the
 // client_response fuzz target: the 100's "body" was streamed ahead of the final head.
 TEST_P(client_session_stream_test, a_1xx_response_has_no_body_whatever_its_framing_says) {
-    const std::string wire = "HTTP/1.1 100 Continue\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
-                             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
-    outcome o;
+    const std::string wire =
+        "HTTP/1.1 100 Continue\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    stream_outcome o;
     parse(wire, GetParam(), 1000, false, o);
     EXPECT_EQ(o.phase, response_phase::failed);
     EXPECT_EQ(o.error, make_error_code(client_errc::malformed_response));
@@ -102,7 +103,7 @@ TEST_P(client_session_stream_test, a_1xx_response_has_no_body_whatever_its_frami
     EXPECT_TRUE(o.s.body.empty()) << o.s.body;
 }
 
-INSTANTIATE_TEST_SUITE_P(pieces, client_session_stream_test, testing::Values(std::size_t{1} << 20, 7, 1));
+INSTANTIATE_TEST_SUITE_P(pieces, client_session_stream_test, ::testing::Values(std::size_t{1} << 20, 7, 1));
 
 } // namespace
 } // namespace sluice::http

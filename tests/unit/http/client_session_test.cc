@@ -45,7 +45,7 @@ outcome parse(std::string_view wire, split how, bool head = false, bool eof = fa
     return o;
 }
 
-class client_session_test : public testing::TestWithParam<split> {};
+class client_session_test : public ::testing::TestWithParam<split> {};
 
 TEST_P(client_session_test, content_length_body) {
     const std::string wire = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello";
@@ -173,8 +173,8 @@ TEST(client_session, begin_reuses_the_session_for_the_next_response) {
     EXPECT_EQ(b.body, "no");
 }
 
-INSTANTIATE_TEST_SUITE_P(splits, client_session_test, testing::Values(split::whole, split::bytes),
-                         [](const testing::TestParamInfo<split>& i) {
+INSTANTIATE_TEST_SUITE_P(splits, client_session_test, ::testing::Values(split::whole, split::bytes),
+                         [](const ::testing::TestParamInfo<split>& i) {
                              return i.param == split::whole ? std::string("whole") : std::string("bytes");
                          });
 

@@ -4,29 +4,29 @@
 // failing for every N. Whatever fails, the loop finishes, every exchange is freed,
 // on_complete runs exactly once per async exchange, and what reached the client is a
 // prefix of the correct answer (never garbage, never out of order).
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include <sluice/sluice.h>
+
 #include "fakes/fake_driver.h"
 #include "loop/loop.h"
 #include "server/listener.h"
 #include "server/loop_context.h"
 #include "server/server_context.h"
 
-#include <sluice/sluice.h>
-
-#include <gtest/gtest.h>
-
-#include <atomic>
-
 namespace sluice::testing {
 namespace {
 
-const std::string script = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
-                           "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-                           "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n"
-                           "GET /async HTTP/1.1\r\nHost: a\r\n\r\n"
-                           "GET /resume HTTP/1.1\r\nHost: a\r\n\r\n"
-                           "GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+const std::string fault_script = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                 "3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n"
+                                 "GET /async HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "GET /resume HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "GET /last HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
 
-struct harness {
+struct fault_harness {
     config cfg;
     router routes;
     logger log{log_level::error};
@@ -37,9 +37,10 @@ struct harness {
     int async_started = 0;
     int on_complete_calls = 0;
 
-    harness() {
+    fault_harness() {
         routes.add("GET", "/", [](exchange& ex) { ex.response().text("root"); });
-        routes.add("POST", "/echo", [](exchange& ex) { ex.response().text(std::string(ex.request().body())); });
+        routes.add("POST", "/echo",
+                   [](exchange& ex) { ex.response().text(std::string(ex.request().body())); });
         routes.add("GET", "/async", [this](exchange& ex) {
             auto ctx = ex.start_async();
             ++async_started;
@@ -70,7 +71,7 @@ struct harness {
         drv->chunk = chunk;
         drv->send_limit = send_limit;
         drv->fail_at = fail_at;
-        drv->peers[100].inbound = script;
+        drv->peers[100].inbound = fault_script;
         detail::adopt_connection(*lc, 100);
         loop->run(detail::loop::run_mode::until_idle);
         return drv->peers[100].outbound;
@@ -91,7 +92,7 @@ std::string without_dates(const std::string& s) {
 }
 
 std::string clean_answer(long* operations = nullptr) {
-    harness h;
+    fault_harness h;
     std::string out = h.run(static_cast<std::size_t>(-1), static_cast<std::size_t>(-1), -1);
     if (operations != nullptr) {
         *operations = h.drv->operations;
@@ -100,8 +101,9 @@ std::string clean_answer(long* operations = nullptr) {
 }
 
 TEST(connection_faults, the_clean_run_answers_everything_in_order) {
-    harness h;
-    const std::string out = without_dates(h.run(static_cast<std::size_t>(-1), static_cast<std::size_t>(-1), -1));
+    fault_harness h;
+    const std::string out =
+        without_dates(h.run(static_cast<std::size_t>(-1), static_cast<std::size_t>(-1), -1));
     const auto root = out.find("\r\n\r\nroot");
     const auto echo = out.find("\r\n\r\nabcdefg");
     const auto async = out.find("\r\n\r\nasync");
@@ -136,14 +138,14 @@ TEST_P(connection_fault_matrix, every_failing_operation_ends_cleanly_with_a_pref
     // The shape changes how many operations a clean run takes: count them for this shape.
     long shape_ops = 0;
     {
-        harness h;
+        fault_harness h;
         const std::string out = without_dates(h.run(GetParam().chunk, GetParam().send_limit, -1));
         EXPECT_EQ(out, expected) << "delivery shape must not change the answer";
         shape_ops = h.drv->operations;
     }
     ASSERT_GT(shape_ops, 0);
     for (long n = 0; n <= shape_ops; ++n) {
-        harness h;
+        fault_harness h;
         const std::string out = without_dates(h.run(GetParam().chunk, GetParam().send_limit, n));
         SCOPED_TRACE("failing operation " + std::to_string(n) + " of " + std::to_string(shape_ops));
         EXPECT_EQ(expected.compare(0, out.size(), out), 0) << "not a prefix:\n" << out;
@@ -165,20 +167,22 @@ INSTANTIATE_TEST_SUITE_P(shapes, connection_fault_matrix,
                          [](const auto& param_info) {
                              const auto& s = param_info.param;
                              auto n = [](std::size_t v) {
-                                 return v == static_cast<std::size_t>(-1) ? std::string("all") : std::to_string(v);
+                                 return v == static_cast<std::size_t>(-1) ? std::string("all")
+                                                                          : std::to_string(v);
                              };
                              return "read_" + n(s.chunk) + "_write_" + n(s.send_limit);
                          });
 
 TEST(connection_faults, peer_that_leaves_while_suspended_fires_error_then_complete_once) {
-    harness h;
+    fault_harness h;
     h.routes = router();
     std::vector<std::string> events;
     async_context kept;
     h.routes.add("GET", "/wait", [&](exchange& ex) {
         kept = ex.start_async();
         kept.on_error([&](const async_event& e) {
-            events.push_back("error:" + std::string(e.error == exchange_errc::client_disconnected ? "gone" : "?"));
+            events.push_back("error:" +
+                             std::string(e.error == exchange_errc::client_disconnected ? "gone" : "?"));
         });
         kept.on_complete([&](const async_event&) { events.push_back("complete"); });
     });

@@ -19,7 +19,7 @@
 namespace sluice::testing {
 namespace {
 
-struct harness {
+struct input_harness {
     config cfg;
     router routes;
     logger log{log_level::error};
@@ -30,7 +30,7 @@ struct harness {
     std::size_t answered = 0;
     std::size_t max_input_held = 0;
 
-    harness() {
+    input_harness() {
         routes.add("GET", "/a", [this](exchange& ex) {
             // Measured while the exchange is busy: what the connection holds for its input.
             for (const detail::connection* c : lc->connections()) {
@@ -50,7 +50,7 @@ struct harness {
 };
 
 TEST(connection_input, pipelined_requests_behind_a_busy_exchange_keep_the_buffer_bounded) {
-    harness h;
+    input_harness h;
     const std::string one = "GET /a HTTP/1.1\r\nHost: a\r\n\r\n";
     constexpr std::size_t requests = 20'000;
     std::string script;

@@ -26,13 +26,13 @@ const io::backend refusing_reactor{"refusing", io::traits{}, &can_run, &make_fak
 const io::backend refusing_blocking{"refusing", io::traits{.connection_per_thread = true}, &can_run,
                                     &make_fake};
 
-struct harness {
+struct start_harness {
     config cfg;
     router routes;
     logger log{log_level::error};
     detail::server_context ctx{cfg, routes, log};
 
-    explicit harness(unsigned io_threads) {
+    explicit start_harness(unsigned io_threads) {
         cfg.io_threads = io_threads;
         cfg.blocking.threads = 2;
     }
@@ -49,14 +49,14 @@ void expect_start_fails(detail::runtime& rt) {
 }
 
 TEST(runtime_start_failure, reactor_with_one_loop) {
-    harness h(1);
+    start_harness h(1);
     auto rt = detail::make_reactor_runtime(refusing_reactor, h.ctx);
     expect_start_fails(*rt);
     rt.reset();
 }
 
 TEST(runtime_start_failure, reactor_with_two_loops) {
-    harness h(2);
+    start_harness h(2);
     auto rt = detail::make_reactor_runtime(refusing_reactor, h.ctx);
     expect_start_fails(*rt);
     EXPECT_EQ(rt->stats().connections_accepted, 0U);
@@ -64,7 +64,7 @@ TEST(runtime_start_failure, reactor_with_two_loops) {
 }
 
 TEST(runtime_start_failure, thread_per_connection) {
-    harness h(1);
+    start_harness h(1);
     auto rt = detail::make_thread_runtime(refusing_blocking, h.ctx);
     expect_start_fails(*rt);
     rt.reset();

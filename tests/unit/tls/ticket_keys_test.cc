@@ -75,17 +75,10 @@ handshake_result handshake(detail::tls_context& ctx, int version, SSL_SESSION* r
     return out;
 }
 
-tls_config config_of(const test_certs& certs) {
-    tls_config cfg;
-    cfg.cert = certs.cert_path();
-    cfg.key = certs.key_path();
-    return cfg;
-}
-
 class ticket_keys_test : public testing::TestWithParam<int> {};
 
 TEST_P(ticket_keys_test, a_ticket_resumes_after_one_rotation_not_after_two) {
-    detail::tls_context ctx(config_of(shared_test_certs()));
+    detail::tls_context ctx(shared_test_certs().server_tls());
     const handshake_result first = handshake(ctx, GetParam(), nullptr);
     ASSERT_TRUE(first.done);
     ASSERT_TRUE(first.session);
@@ -113,7 +106,7 @@ TEST_P(ticket_keys_test, a_ticket_resumes_after_one_rotation_not_after_two) {
 }
 
 TEST_P(ticket_keys_test, the_period_retires_keys_without_a_call) {
-    detail::tls_context ctx(config_of(shared_test_certs()), std::chrono::seconds(1));
+    detail::tls_context ctx(shared_test_certs().server_tls(), std::chrono::seconds(1));
     const handshake_result first = handshake(ctx, GetParam(), nullptr);
     ASSERT_TRUE(first.session);
     // Two periods pass: time itself is what is tested, so the test waits for it.
@@ -124,7 +117,7 @@ TEST_P(ticket_keys_test, the_period_retires_keys_without_a_call) {
 }
 
 TEST_P(ticket_keys_test, a_reload_keeps_tickets_valid) {
-    detail::tls_context ctx(config_of(shared_test_certs()));
+    detail::tls_context ctx(shared_test_certs().server_tls());
     const handshake_result first = handshake(ctx, GetParam(), nullptr);
     ASSERT_TRUE(first.session);
     ctx.reload();

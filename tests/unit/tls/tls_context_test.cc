@@ -31,21 +31,14 @@ startup_error start_error(const tls_config& cfg) {
     return startup_error("", "");
 }
 
-tls_config config_of(const test_certs& certs) {
-    tls_config cfg;
-    cfg.cert = certs.cert_path();
-    cfg.key = certs.key_path();
-    return cfg;
-}
-
 TEST(tls_context, starts_with_a_valid_certificate_and_key) {
     const test_certs certs;
-    EXPECT_NO_THROW(detail::tls_context ctx(config_of(certs)));
+    EXPECT_NO_THROW(detail::tls_context ctx(certs.server_tls()));
 }
 
 TEST(tls_context, missing_certificate_names_the_file_and_the_reason) {
     const test_certs certs;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.cert = certs.dir() + "/nope.pem";
     const startup_error e = start_error(cfg);
     EXPECT_EQ(e.key(), "tls.cert");
@@ -55,7 +48,7 @@ TEST(tls_context, missing_certificate_names_the_file_and_the_reason) {
 
 TEST(tls_context, missing_key_names_the_file) {
     const test_certs certs;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.key = certs.dir() + "/nokey.pem";
     const startup_error e = start_error(cfg);
     EXPECT_EQ(e.key(), "tls.key");
@@ -64,7 +57,7 @@ TEST(tls_context, missing_key_names_the_file) {
 
 TEST(tls_context, a_key_that_is_not_a_key_is_refused) {
     const test_certs certs;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.key =
         certs.write_file("garbage.pem", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
     const startup_error e = start_error(cfg);
@@ -75,7 +68,7 @@ TEST(tls_context, a_key_that_is_not_a_key_is_refused) {
 
 TEST(tls_context, a_certificate_file_without_a_certificate_is_refused) {
     const test_certs certs;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.cert = certs.write_file("empty.pem", "not a certificate\n");
     const startup_error e = start_error(cfg);
     EXPECT_EQ(e.key(), "tls.cert");
@@ -85,7 +78,7 @@ TEST(tls_context, a_certificate_file_without_a_certificate_is_refused) {
 TEST(tls_context, a_key_of_another_certificate_is_refused) {
     const test_certs certs;
     const test_certs other;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.key = other.key_path();
     const startup_error e = start_error(cfg);
     EXPECT_EQ(e.key(), "tls.key");
@@ -94,21 +87,21 @@ TEST(tls_context, a_key_of_another_certificate_is_refused) {
 
 TEST(tls_context, an_expired_certificate_is_refused) {
     const test_certs expired(std::chrono::hours(-48), std::chrono::hours(-24));
-    const startup_error e = start_error(config_of(expired));
+    const startup_error e = start_error(expired.server_tls());
     EXPECT_EQ(e.key(), "tls.cert");
     EXPECT_NE(std::string(e.what()).find("has expired"), std::string::npos) << e.what();
 }
 
 TEST(tls_context, a_certificate_not_valid_yet_is_refused) {
     const test_certs future(std::chrono::hours(24), std::chrono::hours(48));
-    const startup_error e = start_error(config_of(future));
+    const startup_error e = start_error(future.server_tls());
     EXPECT_EQ(e.key(), "tls.cert");
     EXPECT_NE(std::string(e.what()).find("not valid yet"), std::string::npos) << e.what();
 }
 
 TEST(tls_context, an_unusable_cipher_list_names_its_key) {
     const test_certs certs;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.ciphers = "NO-SUCH-CIPHER";
     EXPECT_EQ(start_error(cfg).key(), "tls.ciphers");
     cfg.ciphers.clear();
@@ -119,7 +112,7 @@ TEST(tls_context, an_unusable_cipher_list_names_its_key) {
 TEST(tls_context, a_chain_in_one_file_is_accepted) {
     const test_certs certs;
     const test_certs issuer;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     // Leaf first, then more certificates (here unrelated, as OpenSSL does not check the chain).
     cfg.cert = certs.write_file("chain.pem", read_file(certs.cert_path()) + read_file(issuer.cert_path()));
     EXPECT_NO_THROW(detail::tls_context ctx(cfg));
@@ -128,7 +121,7 @@ TEST(tls_context, a_chain_in_one_file_is_accepted) {
 TEST(tls_context, an_sni_entry_error_names_the_entry) {
     const test_certs certs;
     const test_certs other;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.sni = {{{"a.test"}, other.cert_path(), other.key_path()},
                {{"b.test"}, certs.dir() + "/missing.pem", other.key_path()}};
     startup_error e = start_error(cfg);
@@ -142,7 +135,7 @@ TEST(tls_context, an_sni_entry_error_names_the_entry) {
 
 TEST(tls_context, an_unreadable_client_ca_names_its_key) {
     const test_certs certs;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.verify_client = tls_verify_client::require;
     cfg.client_ca = certs.dir() + "/no-ca.pem";
     EXPECT_EQ(start_error(cfg).key(), "tls.client_ca");
@@ -154,7 +147,7 @@ TEST(tls_context, an_unreadable_client_ca_names_its_key) {
 
 TEST(tls_context, a_failed_reload_keeps_the_contexts_and_throws_the_startup_error) {
     const test_certs certs;
-    tls_config cfg = config_of(certs);
+    tls_config cfg = certs.server_tls();
     cfg.cert = certs.write_file("live.pem", read_file(certs.cert_path()));
     detail::tls_context ctx(cfg);
     certs.write_file("live.pem", "gone\n");
