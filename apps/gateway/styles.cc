@@ -12,8 +12,8 @@
 //
 // async and resume stream the upstream body through relay.h with backpressure (bounded memory
 // whatever the size); sync and co buffer it whole (max_response_bytes): sync because its
-// thread waits anyway, co because a coroutine cannot yet write a streamed piece and await the
-// drain (docs/gateway.md).
+// thread waits anyway, co because the client has no awaitable body stream yet (a coroutine can
+// await the downstream drain, sluice::drained, but not the upstream's next piece; docs/gateway.md).
 #include <algorithm>
 #include <iterator>
 #include <memory>

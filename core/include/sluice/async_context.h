@@ -27,6 +27,9 @@
 //   for the current suspension only: if the exchange leaves it otherwise (complete, resume,
 //   timeout, error, stop), fn is dropped unrun, so it never runs after the terminal
 //   transition. A client that leaves meanwhile ends the exchange with on_error as usual.
+//   Registered while suspended, it first sends what response::write() added since the
+//   suspension began (a coroutine writes on the loop while its exchange stays suspended:
+//   sluice::drained).
 // - A handle holds a reference to a small control block, never to the exchange, so a
 //   stale handle cannot touch a recycled exchange.
 #pragma once

@@ -24,6 +24,7 @@
 // - The frame is destroyed when the coroutine ends, and at the latest in the exchange's
 //   on_complete: no frame outlives its exchange.
 // - Do not call resume() on a coroutine exchange's context: the coroutine owns it.
+// - To stream: response().write(piece), then co_await sluice::drained(ex) (drained.h).
 #pragma once
 
 #include <concepts>

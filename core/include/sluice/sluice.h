@@ -5,6 +5,7 @@
 #include <sluice/client.h>
 #include <sluice/config.h>
 #include <sluice/coro.h>
+#include <sluice/drained.h>
 #include <sluice/error.h>
 #include <sluice/exchange.h>
 #include <sluice/executor.h>

@@ -155,6 +155,12 @@ void connection::leave_suspended() noexcept {
 
 void connection::on_async_drain_wanted(std::uint64_t generation) noexcept {
     if (state_ == state::suspended && work_ && generation == generation_) {
+        if (ex().response().is_streaming()) {
+            // A coroutine writes while the exchange stays suspended (sluice::drained): what it
+            // wrote goes out before the output is measured. The callback styles wrote before
+            // suspending, and that part is out already.
+            queue_stream_part();
+        }
         check_drained();
     }
 }

@@ -1,0 +1,183 @@
+// A coroutine handler that streams its response with co_await sluice::drained(ex), on every
+// backend × dispatch mode: each piece it writes goes out at the await (not at the end of the
+// coroutine), a slow reader keeps the queued output bounded, and a client that leaves while it
+// waits cancels the await.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <sluice/coro.h>
+#include <sluice/drained.h>
+#include <sluice/exchange.h>
+
+#include "support/backend_matrix.h"
+#include "support/paced_reader.h"
+#include "support/test_client.h"
+
+namespace sluice::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr std::size_t piece_bytes = std::size_t{64} * 1024;
+
+/// An await the test thread opens; it also opens by itself after 10 s so that no coroutine
+/// outlives a failed test.
+class gate {
+public:
+    async_op<void> wait(const exchange& ex) {
+        return async_op<void>([this, loop = ex.executor()](completion<void> done) {
+            {
+                std::lock_guard lock(mu_);
+                if (!open_) {
+                    waiting_ = done;
+                    (void)loop.post_after(milliseconds(10'000), [done] { done(); });
+                    return;
+                }
+            }
+            done();
+        });
+    }
+    void open() {
+        std::optional<completion<void>> w;
+        {
+            std::lock_guard lock(mu_);
+            open_ = true;
+            w.swap(waiting_);
+        }
+        if (w) {
+            (*w)();
+        }
+    }
+
+private:
+    std::mutex mu_;
+    bool open_ = false;
+    std::optional<completion<void>> waiting_;
+};
+
+struct stream_seen {
+    std::atomic<int> awaits{0};
+    std::atomic<int> cancelled{0}; ///< drained() gave operation_canceled
+    std::atomic<int> finished{0};
+};
+
+class coroutine_stream_test : public backend_test {
+protected:
+    void SetUp() override {
+        backend_test::SetUp();
+        if (IsSkipped()) {
+            return;
+        }
+        std::string piece(piece_bytes, '\0');
+        for (std::size_t i = 0; i < piece.size(); ++i) {
+            piece[i] = static_cast<char>('a' + i % 26);
+        }
+        // GET /stream?n=BYTES: 64 KiB pieces, each followed by co_await drained.
+        srv().route("GET", "/stream", [piece, seen = seen_](exchange& ex) -> task<> {
+            std::uint64_t left = std::stoull(std::string(ex.request().query_param("n").value_or("0")));
+            ex.response().content_type("application/octet-stream");
+            while (left > 0) {
+                const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, piece_bytes));
+                ex.response().write(std::string_view(piece).substr(0, n));
+                left -= n;
+                ++seen->awaits;
+                if (const std::error_code ec = co_await drained(ex)) {
+                    seen->cancelled += ec == std::errc::operation_canceled ? 1 : 0;
+                    break;
+                }
+            }
+            ++seen->finished;
+        });
+        // GET /gated: "first" written on the loop (after a timer), then drained, then a gate the
+        // test opens only once it has read "first"; then "second".
+        srv().route("GET", "/gated", [g = gate_](exchange& ex) -> task<> {
+            if (co_await sleep_for(ex, milliseconds(1))) {
+                co_return;
+            }
+            ex.response().write("first;");
+            if (co_await drained(ex)) {
+                co_return;
+            }
+            co_await g->wait(ex);
+            ex.response().write("second;");
+        });
+    }
+
+    std::shared_ptr<stream_seen> seen_ = std::make_shared<stream_seen>();
+    std::shared_ptr<gate> gate_ = std::make_shared<gate>();
+};
+
+TEST_P(coroutine_stream_test, a_piece_goes_out_at_the_await_not_when_the_coroutine_ends) {
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/gated"))) << c.error();
+    const bool first_arrived = c.read_until_contains("first;");
+    gate_->open(); // whatever happened: the coroutine must end
+    ASSERT_TRUE(first_arrived) << "the piece written before drained() was held back: " << c.error();
+    EXPECT_EQ(c.buffered().find("second;"), std::string::npos) << "the gate was closed";
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_TRUE(r->chunked);
+    EXPECT_EQ(r->body, "first;second;");
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+}
+
+TEST_P(coroutine_stream_test, a_slow_reader_keeps_queued_output_bounded_and_gets_the_whole_body) {
+    srv().start();
+    constexpr std::size_t total = std::size_t{32} << 20;
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/stream?n=" + std::to_string(total)))) << c.error();
+    bool eof = false;
+    const std::string raw = read_paced(
+        c, milliseconds(60'000),
+        [](const std::string& got, std::size_t fresh) {
+            return got.find("\r\n0\r\n\r\n", fresh) != std::string::npos;
+        },
+        eof);
+    auto parsed = parse_response(raw, false);
+    ASSERT_EQ(parsed.status, parse_status::complete) << raw.size() << " bytes: " << parsed.error;
+    EXPECT_EQ(parsed.response.status, 200);
+    ASSERT_EQ(parsed.response.body.size(), total);
+    for (std::size_t off = 0; off < total; off += piece_bytes) {
+        ASSERT_EQ(parsed.response.body[off], 'a') << "piece at " << off;
+    }
+    // One piece above the low-water mark, plus framing; without the await's flush the whole
+    // body would wait for the coroutine's end, and without its wait it would pile up.
+    const auto peak = srv().stats().output_queued_peak;
+    RecordProperty("output_queued_peak", std::to_string(peak));
+    EXPECT_LE(peak, 4 * piece_bytes) << "queued output peaked at " << peak << " bytes";
+    EXPECT_EQ(seen_->awaits.load(), static_cast<int>(total / piece_bytes));
+    EXPECT_EQ(seen_->cancelled.load(), 0);
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+}
+
+TEST_P(coroutine_stream_test, a_client_leaving_while_the_coroutine_waits_cancels_the_await) {
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/stream?n=" + std::to_string(std::size_t{1} << 30)))) << c.error();
+    // Nothing is read: the kernel buffers fill, the queue passes the mark, the await waits.
+    ASSERT_TRUE(wait_until([&] { return seen_->awaits.load() >= 8; }));
+    std::this_thread::sleep_for(milliseconds(200));
+    const int awaits = seen_->awaits.load();
+    EXPECT_LT(awaits, 1024) << "the coroutine did not wait for the reader";
+    c.close_abortive();
+    ASSERT_TRUE(wait_until([&] { return seen_->finished.load() == 1; }));
+    EXPECT_EQ(seen_->cancelled.load(), 1);
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+    EXPECT_LE(srv().stats().output_queued_peak, 4 * piece_bytes);
+}
+
+SLUICE_BACKEND_SUITE(coroutine_stream_test);
+
+} // namespace
+} // namespace sluice::test
