@@ -1,7 +1,11 @@
 // The streamed relay of one upstream response (see relay.h).
 #include "relay.h"
 
+#include <charconv>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
+#include <system_error>
 #include <utility>
 
 #include <sluice/forwarding.h>
@@ -17,6 +21,21 @@ using sluice::client_response;
 using sluice::exchange;
 
 constexpr const char* relay_attribute = "gateway.relay";
+
+/// The upstream's Content-Length, when its body is framed by one (the client checked it: one
+/// value, digits only, no Transfer-Encoding beside it).
+std::optional<std::uint64_t> upstream_length(const client_response& head) {
+    const auto v = head.header("Content-Length");
+    if (!v) {
+        return std::nullopt;
+    }
+    std::uint64_t n = 0;
+    const auto r = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (r.ec != std::errc{} || r.ptr != v->data() + v->size()) {
+        return std::nullopt; // not a length this relay can vouch for: chunked downstream
+    }
+    return n;
+}
 
 } // namespace
 
@@ -188,6 +207,14 @@ void relay::dispatch(exchange& ex) {
     }
     if (first) {
         sluice::copy_response(*head, ex.response());
+        if (const auto n = upstream_length(*head)) {
+            // The downstream client gets the upstream's framing: a length, not chunks. The core
+            // holds the stream to it, so a body cut upstream (the throw above) still reaches the
+            // client as fewer bytes than declared and a closed connection. For HEAD the length
+            // is the one a GET would have (RFC 9110 §9.3.2) and no body is counted; for 304 the
+            // core sends the head alone.
+            ex.response().content_length(*n);
+        }
     }
     // Streaming from the first piece on (also an empty one: the head goes out now).
     ex.response().write(bytes);

@@ -4,7 +4,7 @@
 //   GET  /files         a JSON list of 100 objects (S3's list)
 //   POST /upload        reads the body through a shared link of --bandwidth-mbit (default 74,
 //                       S3's uplink; 0 = unlimited) and answers {"bytes":N,"fnv1a64":"..."}
-//   GET  /bytes?n=N     streams N bytes (chunked), 64 KiB each time the output drained
+//   GET  /bytes?n=N     streams N bytes (with Content-Length: N), 64 KiB each time the output drained
 //   GET  /stats         {"in_flight":..,"max_in_flight":..,"served":..}
 //   POST /stats/reset   zeroes served and max_in_flight
 #include <algorithm>
@@ -169,7 +169,9 @@ void add_routes(sluice::server& srv, app& a) {
             }
             ex.set_attribute("sluice.slow_backend", true);
             track(a, ex);
-            ex.response().content_type("application/octet-stream");
+            // The length is known up front, as for a file: the client sees it (progress, and
+            // a gateway in front passes it on) while the body still streams.
+            ex.response().content_type("application/octet-stream").content_length(*n);
             left = *n;
         } else {
             left = ex.attribute<std::uint64_t>("left").value_or(0);

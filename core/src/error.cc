@@ -23,6 +23,8 @@ public:
             return "server shutting down";
         case exchange_errc::handler_threw:
             return "handler threw an exception";
+        case exchange_errc::content_length_mismatch:
+            return "streamed body does not match its declared Content-Length";
         }
         return "unknown exchange error " + std::to_string(value);
     }

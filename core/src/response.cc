@@ -2,6 +2,7 @@
 // response is appending, and serializing it is a copy.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -132,12 +133,23 @@ response& response::write(std::string_view chunk) {
     return *this;
 }
 
+response& response::content_length(std::uint64_t n) {
+    // The framing went out with the head: a length announced now would not match the wire.
+    if (head_sent_ && declared_length_ != n) {
+        throw std::logic_error("response::content_length() after the stream's head went out");
+    }
+    declared_length_ = n;
+    streaming_ = true;
+    return *this;
+}
+
 void response::clear() noexcept {
     status_ = 200;
     headers_.clear();
     body_.clear();
     streaming_ = false;
     head_sent_ = false;
+    declared_length_.reset();
 }
 
 std::string_view reason_phrase(int status) noexcept {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <sluice/client.h>
@@ -133,6 +134,16 @@ protected:
         const http_response r = read_slowly(c, total);
         ASSERT_EQ(r.status, 200);
         ASSERT_EQ(r.body.size(), total);
+        if (f == framing::content_length) {
+            // The upstream's length goes on downstream (response::content_length): the client
+            // sees the same framing as if it had asked the upstream itself.
+            EXPECT_EQ(r.header("Content-Length"), std::to_string(total));
+            EXPECT_FALSE(r.header("Transfer-Encoding"));
+            EXPECT_FALSE(r.chunked);
+        } else {
+            EXPECT_TRUE(r.chunked) << "no length known up front: chunked downstream";
+            EXPECT_FALSE(r.header("Content-Length"));
+        }
         for (std::size_t off = 0; off < total; off += piece_bytes) {
             const std::size_t n = std::min(piece_bytes, total - off);
             ASSERT_EQ(std::string_view(r.body).substr(off, n), pattern_from(off, n)) << "bytes at " << off;
@@ -164,6 +175,48 @@ protected:
 
 TEST_P(gateway_stream_test, a_64_mib_content_length_body_reaches_a_pausing_reader_with_bounded_queue) {
     relay_through("async", framing::content_length, std::size_t{64} << 20);
+}
+
+TEST_P(gateway_stream_test, a_content_length_body_keeps_its_length_in_the_resume_style) {
+    relay_through("resume", framing::content_length, std::size_t{16} << 20);
+}
+
+TEST_P(gateway_stream_test, an_upstream_body_cut_mid_way_is_cut_downstream_before_its_length) {
+    constexpr std::size_t total = std::size_t{8} << 20;
+    constexpr std::size_t sent_before_cut = std::size_t{1} << 20;
+    std::atomic<bool> reader_has_bytes{false};
+    fake_upstream up([&](upstream_conn& c) {
+        if (!c.read_request()) {
+            return;
+        }
+        if (!c.write("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(total) + "\r\n\r\n") ||
+            !c.write(pattern_from(0, sent_before_cut))) {
+            return;
+        }
+        // Cut only once the downstream head is out: before it, the gateway answers 502.
+        (void)wait_until([&] { return reader_has_bytes.load(); }, 10s);
+    }); // returning closes the connection mid-body
+    start_gateway(up.address());
+    for (const char* style : {"async", "resume"}) {
+        reader_has_bytes = false;
+        test_client c(srv().port(), 10s);
+        ASSERT_TRUE(c.send(get_request(std::string("/api/") + style + "/bytes"))) << c.error();
+        ASSERT_TRUE(c.read_until_contains("abcdefghij")) << c.error();
+        reader_has_bytes = true;
+        ASSERT_TRUE(c.wait_closed()) << style << ": " << c.error();
+        const std::string& raw = c.buffered();
+        const std::size_t head_end = raw.find("\r\n\r\n");
+        ASSERT_NE(head_end, std::string::npos);
+        const std::string_view head = std::string_view(raw).substr(0, head_end);
+        EXPECT_NE(head.find("Content-Length: " + std::to_string(total)), std::string_view::npos) << style;
+        EXPECT_EQ(head.find("Transfer-Encoding"), std::string_view::npos) << style;
+        // What came before the cut, or less (pieces still in the relay are dropped with it).
+        const std::string_view body = std::string_view(raw).substr(head_end + 4);
+        EXPECT_LE(body.size(), sent_before_cut) << style;
+        EXPECT_EQ(body, pattern_from(0, body.size())) << style;
+        EXPECT_EQ(parse_response(raw, true).status, parse_status::malformed) << style << ": looks whole";
+    }
+    EXPECT_TRUE(srv().wait_exchanges_freed());
 }
 
 TEST_P(gateway_stream_test, a_chunked_body_streams_in_the_resume_style) {

@@ -155,6 +155,31 @@ TEST(Response, ClearGoesBackToAFresh200) {
     EXPECT_FALSE(response_access::is_head_sent(r));
 }
 
+TEST(Response, ContentLengthDeclaresAStreamAndIsLockedOnceTheHeadIsOut) {
+    response r;
+    EXPECT_FALSE(r.content_length());
+    r.body("first ");
+    r.content_length(11).content_length(12); // the last declaration before the head wins
+    EXPECT_TRUE(r.is_streaming());
+    EXPECT_EQ(r.content_length(), 12u);
+    EXPECT_EQ(response_access::pending(r), "first "); // a body set before is the first piece
+    response_access::mark_head_sent(r);
+    EXPECT_NO_THROW(r.content_length(12)); // what the head already says
+    EXPECT_THROW(r.content_length(11), std::logic_error);
+    EXPECT_EQ(r.content_length(), 12u);
+    r.clear();
+    EXPECT_FALSE(r.content_length());
+    EXPECT_FALSE(r.is_streaming());
+}
+
+TEST(Response, ContentLengthAfterAChunkedHeadThrows) {
+    response r;
+    r.write("x");
+    response_access::mark_head_sent(r);
+    EXPECT_THROW(r.content_length(1), std::logic_error);
+    EXPECT_FALSE(r.content_length());
+}
+
 TEST(ReasonPhrase, KnowsTheStandardCodes) {
     EXPECT_EQ(reason_phrase(100), "Continue");
     EXPECT_EQ(reason_phrase(200), "OK");

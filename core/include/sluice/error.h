@@ -29,6 +29,7 @@ enum class exchange_errc {
     timed_out,               ///< the async timeout expired
     shutting_down,           ///< the server stopped while the exchange was suspended
     handler_threw,           ///< the handler threw an exception
+    content_length_mismatch, ///< a stream wrote more or fewer bytes than response::content_length()
 };
 
 const std::error_category& exchange_category() noexcept;

@@ -12,8 +12,19 @@
 // get the same bytes unframed, delimited by closing the connection. A status without
 // content (204, 304) sends the head only, whatever was written. A status outside 100..599
 // or any 1xx (101 included: Upgrade is not supported) is sent as 500.
+//
+// Declared length: content_length(n) before the head goes out (Servlet's
+// setContentLengthLong) makes the response a stream whose head carries "Content-Length: n"
+// and no Transfer-Encoding, on HTTP/1.0 too (keep-alive then works as for a whole body); the
+// written pieces go out as they are. The server keeps the framing true: bytes beyond n are
+// never sent, the connection closes and the exchange ends with
+// exchange_errc::content_length_mismatch (on_error too while it is suspended); an exchange
+// that ends with fewer than n bytes written has its connection closed after them (the client
+// sees a cut body) and ends with the same error. Exactly n keeps the connection. HEAD gets
+// the head with Content-Length: n; 204 and 304 their head only, as for any stream.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,6 +76,14 @@ public:
     response& write(std::string_view chunk);
     bool is_streaming() const noexcept { return streaming_; }
 
+    /// Declares the length of the streamed body: the head carries "Content-Length: n" instead
+    /// of chunked framing, and the server enforces it (see the header comment). Makes the
+    /// response a stream (a body set before, or after, is its first piece). Throws
+    /// std::logic_error once the stream's head went out with another framing.
+    response& content_length(std::uint64_t n);
+    /// The declared length, nullopt if none.
+    std::optional<std::uint64_t> content_length() const noexcept { return declared_length_; }
+
     /// Back to a fresh 200 with no headers and no body, keeping capacity.
     void clear() noexcept;
 
@@ -74,7 +93,8 @@ private:
 
     int status_ = 200;
     std::string headers_;
-    std::string body_; // whole body, or in streaming mode the bytes not sent yet
+    std::string body_;                             // whole body, or in streaming mode the bytes not sent yet
+    std::optional<std::uint64_t> declared_length_; // streaming: the Content-Length to send
     bool streaming_ = false;
     bool head_sent_ = false; // streaming: the status line and headers went out
 };

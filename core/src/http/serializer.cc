@@ -2,6 +2,7 @@
 // up front, with hand-rolled number formatting (no streams, no fmt on this path).
 #include <charconv>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -36,7 +37,7 @@ void append_status_line(std::string& out, int status) {
     out.append(crlf);
 }
 
-void append_decimal(std::string& out, std::size_t v) {
+void append_decimal(std::string& out, std::uint64_t v) {
     char digits[24];
     const auto r = std::to_chars(digits, digits + sizeof digits, v);
     out.append(digits, static_cast<std::size_t>(r.ptr - digits));
@@ -149,9 +150,20 @@ void serialize_stream_head(const response& res, const response_framing& f, std::
     if (!append_handler_headers(out, res.raw_headers())) {
         append_date(out, date);
     }
-    if (is_http10(f)) {
+    if (f.content_length && status_has_content(status)) {
+        // A declared length frames the body in every version (RFC 9112 §6.3 item 6), so an
+        // HTTP/1.0 client may keep the connection as for a whole body.
+        out.append("Content-Length: ");
+        append_decimal(out, *f.content_length);
+        out.append(crlf);
+        append_connection(out, f);
+    } else if (is_http10(f)) {
         // HTTP/1.0 has no chunked coding (RFC 9112 §7): the body runs until the server closes,
-        // which is also 1.0's default, so no Connection header is needed.
+        // which is also 1.0's default, so no Connection header is needed. A 204/304 that
+        // declared a length ends with its head, so it may keep the connection: it says so.
+        if (f.content_length) {
+            append_connection(out, f);
+        }
     } else {
         if (status_has_content(status)) {
             out.append("Transfer-Encoding: chunked\r\n");
@@ -168,7 +180,7 @@ void serialize_chunk(std::string_view data, const response_framing& f, std::stri
     if (data.empty() || f.head_request || f.no_content) {
         return;
     }
-    if (is_http10(f)) {
+    if (is_http10(f) || f.content_length) {
         out.append(data);
         return;
     }
@@ -182,7 +194,7 @@ void serialize_chunk(std::string_view data, const response_framing& f, std::stri
 }
 
 void serialize_stream_end(const response_framing& f, std::string& out) {
-    if (f.head_request || f.no_content || is_http10(f)) {
+    if (f.head_request || f.no_content || is_http10(f) || f.content_length) {
         return;
     }
     out.append("0\r\n\r\n"); // last-chunk, no trailers, end of chunked-body (RFC 9112 §7.1)

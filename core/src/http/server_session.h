@@ -29,6 +29,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -135,6 +137,9 @@ struct response_framing {
     /// The status has no content (1xx, 204, 304; RFC 9110 §6.4.1): a stream sends its head
     /// only, no chunks and no last-chunk, whatever the handler wrote.
     bool no_content = false;
+    /// Streaming: the length the handler declared (response::content_length). The head says
+    /// Content-Length and the pieces go out unframed; the connection keeps the count.
+    std::optional<std::uint64_t> content_length{};
 };
 
 /// RFC 9110 §6.4.1: false for 1xx, 204 and 304, which end with their head. Of the status as
@@ -151,8 +156,10 @@ void serialize_response(const response& res, const response_framing& f, std::str
                         std::string& out);
 
 /// Streaming: the head with Transfer-Encoding: chunked (HTTP/1.1) or no length (HTTP/1.0, which
-/// then forces keep_alive = false), a chunk, and the end of the stream. With f.no_content
-/// (204, 304) the head has neither and the chunks and the end write nothing.
+/// then forces keep_alive = false), a chunk, and the end of the stream. With f.content_length
+/// the head has Content-Length (any version), chunks go out raw and the end writes nothing:
+/// the caller keeps the count. With f.no_content (204, 304) the head has neither and the
+/// chunks and the end write nothing.
 void serialize_stream_head(const response& res, const response_framing& f, std::string_view date,
                            std::string& out);
 void serialize_chunk(std::string_view data, const response_framing& f, std::string& out);

@@ -25,7 +25,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 
 #include <sluice/error.h>
@@ -108,6 +110,8 @@ private:
     bool has_pipelined_input() const noexcept;
     void queue_error(int status, std::string_view reason) noexcept;
     void queue_stream_part() noexcept;
+    void queue_counted_part(std::string_view part, const http::response_framing& f, std::string& out);
+    bool stream_length_broken() noexcept;
     void refuse_interim_status() noexcept;
     http::response_framing stream_framing() noexcept;
     std::string& output() noexcept;
@@ -167,7 +171,10 @@ private:
     bool drain_expired_ = false;
     bool stream_keep_alive_ = true;  // a streaming response fixed its framing when its head went out
     bool stream_no_content_ = false; // ... and whether it carries a body at all (204, 304)
-    bool handler_threw_ = false;     // written by the handler's thread, read after it returned
+    bool stream_overflow_ = false;   // ... and whether the handler wrote past its declared length
+    std::optional<std::uint64_t> stream_length_; // ... the length it declared (Content-Length)
+    std::uint64_t stream_sent_ = 0;              // ... and how much of that was queued
+    bool handler_threw_ = false;                 // written by the handler's thread, read after it returned
 };
 
 } // namespace sluice::detail

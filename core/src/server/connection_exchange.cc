@@ -132,6 +132,16 @@ void connection::suspend() noexcept {
     arm_timer();
     if (ex().response().is_streaming()) {
         queue_stream_part();
+        if (stream_overflow_ && exchange_access::state(ex())->fail()) {
+            // Past its declared length the stream can never end well: fail it now, as a throw
+            // after the head would, rather than let the handler feed it until its timeout. (A
+            // complete() or resume() that won first arrives as a signal; finish_exchange then
+            // sees the overflow.)
+            leave_suspended();
+            fire(async_event_kind::error, exchange_errc::content_length_mismatch);
+            finish_exchange(exchange_errc::content_length_mismatch);
+            return;
+        }
     }
     if (drain_expired_) {
         end_for_shutdown(); // suspended after the drain ended: no time left to wait
@@ -339,7 +349,35 @@ http::response_framing connection::stream_framing() noexcept {
     const auto& req = request_of(ex());
     http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
     f.no_content = stream_no_content_;
+    f.content_length = stream_length_;
     return f;
+}
+
+bool connection::stream_length_broken() noexcept {
+    // HEAD and a status without content send no body, so they have no count to miss.
+    const http::response_framing f = stream_framing();
+    return f.content_length && !f.head_request && !f.no_content &&
+           (stream_overflow_ || stream_sent_ != *f.content_length);
+}
+
+void connection::queue_counted_part(std::string_view part, const http::response_framing& f,
+                                    std::string& out) {
+    // Bytes past the declared length would be read as the start of the next response on this
+    // connection (RFC 9112 §6.3). A part that does not fit is dropped whole rather than cut to
+    // fit: the client then has fewer bytes than declared (unless it already had them all) and
+    // sees the failure as a cut body, never as a whole one.
+    if (!stream_overflow_ && part.size() <= *f.content_length - stream_sent_) {
+        stream_sent_ += part.size();
+        http::serialize_chunk(part, f, out);
+        return;
+    }
+    if (!stream_overflow_) {
+        stream_overflow_ = true;
+        lc_.server.log.error(
+            "handler for {} {} wrote more than its declared Content-Length {}: closing the connection",
+            request_of(ex()).method(), request_of(ex()).path(), *f.content_length);
+    }
+    close_after_flush_ = true;
 }
 
 void connection::queue_stream_part() noexcept {
@@ -347,21 +385,28 @@ void connection::queue_stream_part() noexcept {
     const auto& req = request_of(ex());
     if (!response_access::is_head_sent(res)) {
         refuse_interim_status();
-        // Fixed with the head: a status changed later cannot change the framing.
+        // Fixed with the head: a status or length changed later cannot change the framing.
         stream_no_content_ = !http::status_has_content(res.status());
+        stream_length_ = res.content_length();
+        stream_sent_ = 0;
+        stream_overflow_ = false;
     }
     http::response_framing f = stream_framing();
     try {
         std::string& out = output();
         if (!response_access::is_head_sent(res)) {
-            // HTTP/1.0 has no chunked coding: the stream ends by closing.
-            f.keep_alive = decide_keep_alive() && req.version() == http_version{1, 1};
+            // HTTP/1.0 has no chunked coding: without a declared length the stream ends by closing.
+            f.keep_alive = decide_keep_alive() && (req.version() == http_version{1, 1} || f.content_length);
             stream_keep_alive_ = f.keep_alive;
             http::serialize_stream_head(res, f, lc_.date(), out);
             response_access::mark_head_sent(res);
         }
         if (const std::string_view part = response_access::pending(res); !part.empty()) {
-            http::serialize_chunk(part, f, out); // nothing for HEAD or a status without content
+            if (f.content_length && !f.head_request && !f.no_content) {
+                queue_counted_part(part, f, out);
+            } else {
+                http::serialize_chunk(part, f, out); // nothing for HEAD or a status without content
+            }
             response_access::clear_pending(res);
         }
     } catch (const std::bad_alloc&) {
@@ -380,10 +425,20 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
             const bool head_was_out = response_access::is_head_sent(res);
             queue_stream_part();
             const http::response_framing f = stream_framing();
-            if (head_was_out && outcome) {
-                // A stream cut short (timeout, a throwing handler): no terminating chunk, so the
-                // client sees an incomplete message rather than a whole, truncated body
-                // (RFC 9112 §8: incomplete messages are detectable by their framing).
+            const bool length_broken = stream_length_broken();
+            if (length_broken && !outcome) {
+                if (!stream_overflow_) {
+                    lc_.server.log.error("handler for {} {} ended its stream after {} of its declared {} "
+                                         "bytes: closing the connection",
+                                         req.method(), req.path(), stream_sent_, *f.content_length);
+                }
+                outcome = exchange_errc::content_length_mismatch;
+            }
+            if (length_broken || (head_was_out && outcome)) {
+                // A stream cut short (timeout, a throwing handler, fewer or more bytes than
+                // declared): no terminating chunk, and with a declared length fewer bytes than
+                // it, so the client sees an incomplete message rather than a whole, truncated
+                // body (RFC 9112 §8: incomplete messages are detectable by their framing).
                 close_after_flush_ = true;
             } else {
                 http::serialize_stream_end(f, out); // nothing for HEAD or a status without content

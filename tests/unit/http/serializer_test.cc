@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <llhttp.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -271,6 +272,56 @@ TEST(SerializerStream, AStatusWithoutContentGetsNoChunksAndNoLastChunk) {
             EXPECT_EQ(client.consumed, out.size()) << status;
         }
     }
+}
+
+TEST(SerializerStream, ADeclaredLengthFramesTheStreamWithContentLength) {
+    for (response_framing f : {http11, http10_keep}) {
+        f.content_length = 11;
+        response r;
+        r.header("Content-Length", "3").header("Transfer-Encoding", "chunked");
+        std::string out;
+        serialize_stream_head(r, f, date, out);
+        EXPECT_EQ(out.find("Transfer-Encoding"), std::string::npos) << out;
+        EXPECT_EQ(out.find("Content-Length: 3"), std::string::npos) << out;
+        EXPECT_NE(out.find("\r\nContent-Length: 11\r\n"), std::string::npos) << out;
+        EXPECT_EQ(out.find("Connection: keep-alive") != std::string::npos, f.version.minor == 0) << out;
+        serialize_chunk("hello ", f, out);
+        serialize_chunk("world", f, out);
+        serialize_stream_end(f, out);
+        EXPECT_TRUE(out.ends_with("\r\n\r\nhello world")) << out;
+        const auto client = parse_as_client(out);
+        EXPECT_TRUE(client.complete);
+        EXPECT_EQ(client.body, "hello world");
+        EXPECT_EQ(client.consumed, out.size());
+        EXPECT_TRUE(client.keep_alive);
+    }
+}
+
+TEST(SerializerStream, ADeclaredLengthOfAnyUint64IsWrittenInFull) {
+    response_framing f = http11;
+    f.content_length = UINT64_MAX;
+    std::string out;
+    serialize_stream_head(response{}, f, date, out);
+    EXPECT_NE(out.find("\r\nContent-Length: 18446744073709551615\r\n"), std::string::npos) << out;
+}
+
+TEST(SerializerStream, ADeclaredLengthOnHeadOr204) {
+    response_framing head = head11;
+    head.content_length = 10;
+    std::string out;
+    serialize_stream_head(response{}, head, date, out);
+    const std::size_t head_size = out.size();
+    EXPECT_NE(out.find("\r\nContent-Length: 10\r\n"), std::string::npos) << out;
+    serialize_chunk("0123456789", head, out);
+    EXPECT_EQ(out.size(), head_size);
+
+    response_framing none = http11;
+    none.content_length = 10;
+    none.no_content = true;
+    out.clear();
+    serialize_stream_head(response{204}, none, date, out);
+    EXPECT_EQ(out.find("Content-Length"), std::string::npos) << out;
+    EXPECT_EQ(out.find("Transfer-Encoding"), std::string::npos) << out;
 }
 
 // --- errors and 100 Continue ---
