@@ -112,6 +112,26 @@ protected:
         });
     }
 
+    /// GET /declared?write=N: declares 10 bytes, writes 5 and awaits the drain, then writes N
+    /// more and awaits again; the second await's error is kept in seen_->cancelled.
+    void add_declared_route() {
+        srv().route("GET", "/declared", [seen = seen_](exchange& ex) -> task<> {
+            const auto more = std::stoul(std::string(ex.request().query_param("write").value_or("0")));
+            ex.response().content_length(10);
+            if (co_await sleep_for(ex, milliseconds(1))) {
+                co_return;
+            }
+            ex.response().write("12345");
+            if (co_await drained(ex)) {
+                co_return;
+            }
+            ex.response().write(std::string(more, 'x'));
+            const std::error_code ec = co_await drained(ex);
+            seen->cancelled += ec == std::errc::operation_canceled ? 1 : 0;
+            ++seen->finished;
+        });
+    }
+
     std::shared_ptr<stream_seen> seen_ = std::make_shared<stream_seen>();
     std::shared_ptr<gate> gate_ = std::make_shared<gate>();
 };
@@ -175,6 +195,37 @@ TEST_P(coroutine_stream_test, a_client_leaving_while_the_coroutine_waits_cancels
     EXPECT_EQ(seen_->cancelled.load(), 1);
     EXPECT_TRUE(srv().wait_exchanges_freed());
     EXPECT_LE(srv().stats().output_queued_peak, 4 * piece_bytes);
+}
+
+TEST_P(coroutine_stream_test, a_declared_length_written_exactly_keeps_the_connection) {
+    add_declared_route();
+    srv().start();
+    test_client c(srv().port());
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(c.send(get_request("/declared?write=5"))) << c.error();
+        auto r = c.read_response();
+        ASSERT_TRUE(r) << c.error();
+        EXPECT_EQ(r->header("Content-Length"), "10");
+        EXPECT_FALSE(r->chunked);
+        EXPECT_EQ(r->body, "12345xxxxx");
+    }
+    EXPECT_TRUE(wait_until([&] { return seen_->finished.load() == 2; }));
+    EXPECT_EQ(seen_->cancelled.load(), 0);
+}
+
+TEST_P(coroutine_stream_test, writing_past_a_declared_length_at_an_await_fails_the_exchange_and_closes) {
+    add_declared_route();
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/declared?write=6"))) << c.error();
+    ASSERT_TRUE(c.wait_closed()) << c.error();
+    const std::string& got = c.buffered();
+    EXPECT_NE(got.find("Content-Length: 10\r\n"), std::string::npos) << got;
+    EXPECT_EQ(got.find('x'), std::string::npos) << "bytes past the declared length went out: " << got;
+    ASSERT_TRUE(wait_until([&] { return seen_->finished.load() == 1; }));
+    EXPECT_EQ(seen_->cancelled.load(), 1)
+        << "the await after the overflow did not report the failed exchange";
+    EXPECT_TRUE(srv().wait_exchanges_freed());
 }
 
 SLUICE_BACKEND_SUITE(coroutine_stream_test);

@@ -110,6 +110,9 @@ private:
     bool has_pipelined_input() const noexcept;
     void queue_error(int status, std::string_view reason) noexcept;
     void queue_stream_part() noexcept;
+    /// queue_stream_part() for a suspended exchange; true when the part overflowed a declared
+    /// Content-Length and the exchange has failed (finished) because of it.
+    bool queue_suspended_stream_part() noexcept;
     void queue_counted_part(std::string_view part, const http::response_framing& f, std::string& out);
     bool stream_length_broken() noexcept;
     void refuse_interim_status() noexcept;

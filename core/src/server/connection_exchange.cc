@@ -130,18 +130,8 @@ void connection::suspend() noexcept {
     const auto timeout = exchange_access::state(ex())->timeout();
     async_deadline_ = timeout.count() > 0 ? deadline_after(lc_.loop.now(), timeout) : clock::time_point{};
     arm_timer();
-    if (ex().response().is_streaming()) {
-        queue_stream_part();
-        if (stream_overflow_ && exchange_access::state(ex())->fail()) {
-            // Past its declared length the stream can never end well: fail it now, as a throw
-            // after the head would, rather than let the handler feed it until its timeout. (A
-            // complete() or resume() that won first arrives as a signal; finish_exchange then
-            // sees the overflow.)
-            leave_suspended();
-            fire(async_event_kind::error, exchange_errc::content_length_mismatch);
-            finish_exchange(exchange_errc::content_length_mismatch);
-            return;
-        }
+    if (ex().response().is_streaming() && queue_suspended_stream_part()) {
+        return;
     }
     if (drain_expired_) {
         end_for_shutdown(); // suspended after the drain ended: no time left to wait
@@ -155,6 +145,21 @@ void connection::suspend() noexcept {
     }
 }
 
+bool connection::queue_suspended_stream_part() noexcept {
+    queue_stream_part();
+    if (stream_overflow_ && exchange_access::state(ex())->fail()) {
+        // Past its declared length the stream can never end well: fail it now, as a throw
+        // after the head would, rather than let the handler feed it until its timeout. (A
+        // complete() or resume() that won first arrives as a signal; finish_exchange then
+        // sees the overflow.)
+        leave_suspended();
+        fire(async_event_kind::error, exchange_errc::content_length_mismatch);
+        finish_exchange(exchange_errc::content_length_mismatch);
+        return true;
+    }
+    return false;
+}
+
 void connection::leave_suspended() noexcept {
     state_ = state::dispatching;
     lc_.counters.add(lc_.counters.suspended, -1);
@@ -165,11 +170,11 @@ void connection::leave_suspended() noexcept {
 
 void connection::on_async_drain_wanted(std::uint64_t generation) noexcept {
     if (state_ == state::suspended && work_ && generation == generation_) {
-        if (ex().response().is_streaming()) {
-            // A coroutine writes while the exchange stays suspended (sluice::drained): what it
-            // wrote goes out before the output is measured. The callback styles wrote before
-            // suspending, and that part is out already.
-            queue_stream_part();
+        // A coroutine writes while the exchange stays suspended (sluice::drained): what it wrote
+        // goes out before the output is measured. The callback styles wrote before suspending,
+        // and that part is out already.
+        if (ex().response().is_streaming() && queue_suspended_stream_part()) {
+            return; // past a declared Content-Length: the exchange has failed
         }
         check_drained();
     }
