@@ -143,7 +143,8 @@ struct upstream_options {
     /// for `port` (as given, or the scheme's default), as "ip:port" / "[v6]:port" literals, in
     /// order (round robin goes over all of them). An empty vector or an exception = the lookup
     /// failed. Unset: getaddrinfo, its first result. Never called for an IP literal. Runs on
-    /// the constructor's thread, then on the client's resolver thread, one lookup at a time;
+    /// the constructor's thread, then on the resolver thread of each client that uses the
+    /// upstream (one lookup at a time per client: thread-safe if clients share the upstream);
     /// one lookup in progress when the client is destroyed is not waited for: it may end
     /// after ~client(), so it must not use anything that dies with the client.
     std::function<std::vector<std::string>(std::string_view host, std::uint16_t port)> resolve{};

@@ -147,6 +147,9 @@ const address_set& client_pool::addresses() noexcept {
 std::shared_ptr<upstream_address> client_pool::pick_address() noexcept {
     const address_set& addrs = addresses();
     const std::size_t n = addrs.size();
+    if (n == 0) {
+        return nullptr; // never published (apply keeps a host's last addresses), but no % 0
+    }
     const std::int64_t now = ns_of(loop_.now());
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t k = cfg_.upstream->next.fetch_add(1, std::memory_order_relaxed) % n;

@@ -1,6 +1,7 @@
 // The resolver thread of a client (see upstream_refresher.h).
 #include "client/upstream_refresher.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -17,11 +18,15 @@ upstream_refresher::~upstream_refresher() {
 }
 
 void upstream_refresher::start() noexcept {
+    if (started_.load(std::memory_order_acquire)) {
+        return; // every call but the first: no lock shared by the loops
+    }
     std::lock_guard lock(mu_);
-    if (started_ || stopped_ || !s_->up->refreshes()) {
+    if (started_.load(std::memory_order_relaxed) || stopped_ || !s_->up->refreshes()) {
         return;
     }
-    started_ = true; // once: a thread that could not be created is not retried on every call
+    // Once: a thread that could not be created is not retried on every call.
+    started_.store(true, std::memory_order_release);
     try {
         thread_ = std::thread([s = s_] { run(s); });
     } catch (const std::exception& e) {
@@ -55,7 +60,10 @@ void upstream_refresher::stop() noexcept {
 
 void upstream_refresher::run(const std::shared_ptr<shared>& s) noexcept {
     upstream_state& up = *s->up;
-    const auto interval = up.options().resolve_interval;
+    // Clamped to a year: steady_clock counts nanoseconds, and a huge interval would overflow
+    // the deadline (a year is "never" for a process, and far below the limit).
+    const auto interval =
+        std::min<std::chrono::milliseconds>(up.options().resolve_interval, std::chrono::hours(24 * 365));
     const auto& hosts = up.hosts();
     using steady = std::chrono::steady_clock;
     // Per host: when a failed lookup may be warned about again.

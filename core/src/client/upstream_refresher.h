@@ -19,6 +19,7 @@
 // resolve function may still be running (its documented contract).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -65,7 +66,7 @@ private:
     std::shared_ptr<shared> s_;
     std::mutex mu_; // start() against stop()
     std::thread thread_;
-    bool started_ = false;
+    std::atomic<bool> started_{false}; // read without mu_ first: start() runs on every call
     bool stopped_ = false;
 };
 
