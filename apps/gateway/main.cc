@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
         std::string connect_ms = std::to_string(defaults.connect_timeout.count());
         std::string response_ms = std::to_string(defaults.response_timeout.count());
         std::string idle_ms = std::to_string(defaults.idle_timeout.count());
+        std::string resolve_ms = std::to_string(sluice::upstream_options{}.resolve_interval.count());
         std::string limit = "0";
         std::string limit_queue = "1000";
         std::string limit_wait_ms = "5000";
@@ -87,6 +88,9 @@ int main(int argc, char** argv) {
             {"response-timeout-ms", "MS", "longest upstream call, request to last byte (default 30000)",
              &response_ms},
             {"idle-timeout-ms", "MS", "pooled idle connections close after this (default 50000)", &idle_ms},
+            {"resolve-interval-ms", "MS",
+             "look upstream host names up again this often (default 30000; 0 = only at startup)",
+             &resolve_ms},
             {"limit", "N", "requests admitted at once, limited routes together (default 0 = unlimited)",
              &limit},
             {"limit-queue", "Q", "requests waiting for a permit (default 1000)", &limit_queue},
@@ -132,9 +136,10 @@ int main(int argc, char** argv) {
             throw sluice::startup_error("upstream-tls-verify",
                                         "expected on or off, got \"" + tls_verify + "\"");
         }
+        const sluice::upstream_options uo{.resolve_interval = parse_ms("resolve-interval-ms", resolve_ms)};
         std::unique_ptr<gateway::gateway> g;
         try {
-            g = std::make_unique<gateway::gateway>(sluice::upstream(upstreams), co);
+            g = std::make_unique<gateway::gateway>(sluice::upstream(upstreams, uo), co);
         } catch (const std::invalid_argument& e) {
             throw sluice::startup_error("upstream", e.what());
         }

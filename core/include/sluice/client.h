@@ -52,7 +52,7 @@ namespace sluice {
 namespace detail {
 class client_core;
 class client_call_state;
-struct upstream_state;
+class upstream_state;
 } // namespace detail
 
 /// Why a client call failed. Each is distinct, so a gateway can answer 502 or 504.
@@ -125,9 +125,29 @@ struct client_options {
     std::size_t max_response_bytes = 64u * 1024 * 1024;
     /// TLS settings for https:// addresses.
     client_tls_options tls{};
-    /// Where the client's warnings go (a certificate rejected and why, verification off);
-    /// empty: stderr. Called from the loops the calls run on, possibly several at once.
+    /// Where the client's warnings go (a certificate rejected and why, verification off, an
+    /// upstream name that no longer resolves); empty: stderr. Called from the loops the calls
+    /// run on and the resolver thread, possibly several at once; never after ~client returned.
     std::function<void(log_level, std::string_view)> log{};
+};
+
+/// How an upstream's host names are looked up, at construction and again while it is used
+/// (docs/client.md, "Re-resolution").
+struct upstream_options {
+    /// How often each host name is looked up again (nginx `resolve`, `valid=`), on a thread of
+    /// the client that is not an I/O loop; the pools take the new addresses on their next
+    /// connect. 0 = never (looked up once, at construction). An IP literal is never looked up
+    /// again. A lookup that fails keeps the last addresses found (a warning is logged).
+    std::chrono::milliseconds resolve_interval{30000};
+    /// For tests and custom service discovery: the addresses of `host` (as given, no brackets)
+    /// for `port` (as given, or the scheme's default), as "ip:port" / "[v6]:port" literals, in
+    /// order (round robin goes over all of them). An empty vector or an exception = the lookup
+    /// failed. Unset: getaddrinfo, its first result. Never called for an IP literal. Runs on
+    /// the constructor's thread, then on the resolver thread of each client that uses the
+    /// upstream (one lookup at a time per client: thread-safe if clients share the upstream);
+    /// one lookup in progress when the client is destroyed is not waited for: it may end
+    /// after ~client(), so it must not use anything that dies with the client.
+    std::function<std::vector<std::string>(std::string_view host, std::uint16_t port)> resolve{};
 };
 
 /// One upstream service: one or more addresses, each "host:port", "[v6]:port", or a URL
@@ -137,9 +157,11 @@ class upstream {
 public:
     /// Resolves every address now, on the calling thread (never on an I/O loop). Throws
     /// std::invalid_argument naming the address that is malformed or does not resolve, or when
-    /// the list is empty.
-    explicit upstream(std::vector<std::string> addresses);
-    upstream(std::initializer_list<std::string> addresses) : upstream(std::vector<std::string>(addresses)) {}
+    /// the list is empty. A client using it looks host names up again every
+    /// options.resolve_interval (copies of an upstream share their addresses).
+    explicit upstream(std::vector<std::string> addresses, upstream_options options = {});
+    upstream(std::initializer_list<std::string> addresses, upstream_options options = {})
+        : upstream(std::vector<std::string>(addresses), std::move(options)) {}
 
     /// The addresses as given.
     const std::vector<std::string>& names() const noexcept;
@@ -258,12 +280,15 @@ using client_callback = std::function<void(result<client_response>)>;
 
 class client {
 public:
-    /// Starts no thread; the client's own loop starts on first need. With an https address it
+    /// Starts no thread; the client's own loop starts on first need, the resolver thread
+    /// (upstream_options::resolve_interval) on the first call. With an https address it
     /// loads the TLS settings now: throws std::invalid_argument when options.tls.ca_file
     /// cannot be loaded; logs a warning naming the upstream when verification is off.
     explicit client(upstream target, client_options options = {});
     /// Cancels every call in flight (their callbacks run with cancelled, on their loops, unless
-    /// those have stopped), closes every connection, and joins the client's own loop thread.
+    /// those have stopped), closes every connection, and joins the client's own loop thread
+    /// and its resolver thread (a lookup in progress is waited for at most 100 ms, then left
+    /// to end on its own: upstream_options::resolve).
     /// Must not run on the client's own loop (that is, not inside a callback of a call made
     /// without a reactor executor).
     ~client();

@@ -26,10 +26,11 @@ client_errc connect_error(int rc, bool tls) noexcept {
 
 } // namespace
 
-client_connection::client_connection(std::shared_ptr<client_pool> pool, std::size_t address)
+client_connection::client_connection(std::shared_ptr<client_pool> pool,
+                                     std::shared_ptr<upstream_address> address)
     : pool_(std::move(pool)), loop_(pool_->owner_loop()), transport_(loop_, *this),
       session_(pool_->config().options.max_response_bytes), timer_(&on_timer, this), created_(loop_.now()),
-      address_(address) {
+      address_(std::move(address)) {
     // The loop runs until every connection's fd is back from the driver (rule 4). Background:
     // a stopping loop with nothing else left runs the pool's on_drained hook, which closes it.
     loop_.retain_background();
@@ -43,10 +44,10 @@ client_connection::client_connection(std::shared_ptr<client_pool> pool, std::siz
 void client_connection::start_connect(std::shared_ptr<client_call_state> call) noexcept {
     call_ = std::move(call);
     call_->conn = this;
-    const upstream_address& a = pool_->address(address_);
-    client_tls_context* tls = a.tls ? pool_->config().tls.get() : nullptr;
+    const upstream_address& a = *address_;
+    client_tls_context* tls = pool_->host(a.host).tls ? pool_->config().tls.get() : nullptr;
     const int rc =
-        transport_.open_and_connect(reinterpret_cast<const sockaddr*>(&a.addr), a.len, tls, address_);
+        transport_.open_and_connect(reinterpret_cast<const sockaddr*>(&a.addr), a.len, tls, a.host);
     if (rc < 0) {
         on_connected(rc);
         return;
@@ -64,8 +65,8 @@ void client_connection::on_connected(int rc) noexcept {
             call->conn = nullptr;
         }
         auto pool = pool_; // close_now() may free this at once
-        const std::size_t address = address_;
-        const client_errc why = connect_error(rc, pool->address(address).tls);
+        const auto address = address_;
+        const client_errc why = connect_error(rc, pool->host(address->host).tls);
         close_now();
         if (call) {
             pool->connect_failed(address, std::move(call), why);
@@ -262,6 +263,11 @@ void client_connection::apply_body_pause() noexcept {
 
 bool client_connection::reusable(clock::time_point now) const noexcept {
     const client_options& o = pool_->config().options;
+    // A refresh no longer resolves its address: the upstream behind it may be going away (a
+    // rotated load balancer IP), so the connection ends with its call.
+    if (address_->retired.load(std::memory_order_relaxed)) {
+        return false;
+    }
     if (o.max_requests_per_connection != 0 && served_ >= o.max_requests_per_connection) {
         return false;
     }
@@ -287,7 +293,7 @@ void client_connection::timed_out() noexcept {
             call->conn = nullptr;
         }
         auto pool = pool_;
-        const std::size_t address = address_;
+        const auto address = address_;
         close_now();
         if (call) {
             pool->connect_failed(address, std::move(call), client_errc::connect_timed_out);

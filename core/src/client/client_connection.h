@@ -21,6 +21,7 @@
 
 #include "client/client_call.h"
 #include "client/transport.h"
+#include "client/upstream.h"
 #include "http/client_session.h"
 #include "loop/loop.h"
 
@@ -30,7 +31,7 @@ class client_pool;
 
 class client_connection final : public transport_user, public http::response_sink {
 public:
-    client_connection(std::shared_ptr<client_pool> pool, std::size_t address);
+    client_connection(std::shared_ptr<client_pool> pool, std::shared_ptr<upstream_address> address);
     client_connection(const client_connection&) = delete;
     client_connection& operator=(const client_connection&) = delete;
 
@@ -45,7 +46,8 @@ public:
     /// Applies the call's body_paused flag to receiving (a streamed call only).
     void apply_body_pause() noexcept;
 
-    /// Whether an idle connection may still be reused (lifetime, request count).
+    /// Whether an idle connection may still be reused (lifetime, request count, its address
+    /// still resolved).
     bool reusable(clock::time_point now) const noexcept;
     bool idle() const noexcept { return state_ == state::idle; }
 
@@ -78,7 +80,7 @@ private:
     timer timer_;
     clock::time_point created_;
     std::uint64_t served_ = 0;
-    std::size_t address_;
+    std::shared_ptr<upstream_address> address_; // held: a refresh may drop it from the set
     state state_ = state::connecting;
     bool from_pool_ = false;
     bool request_written_ = false;

@@ -16,8 +16,8 @@ logger client_logger(const client_options& o) {
 }
 
 std::shared_ptr<client_tls_context> make_tls(const client_options& o, const upstream& u, const logger& log) {
-    const auto& addrs = u.state()->addresses;
-    if (std::none_of(addrs.begin(), addrs.end(), [](const auto& a) { return a->tls; })) {
+    const auto& hosts = u.state()->hosts();
+    if (std::none_of(hosts.begin(), hosts.end(), [](const auto& h) { return h.tls; })) {
         return nullptr; // a plaintext upstream never loads a CA file
     }
     return std::make_shared<client_tls_context>(o.tls, *u.state(), log);
@@ -27,7 +27,7 @@ std::shared_ptr<client_tls_context> make_tls(const client_options& o, const upst
 
 client_core::client_core(upstream u, client_options o)
     : options(std::move(o)), target(std::move(u)), log_(client_logger(options)),
-      tls_(make_tls(options, target, log_)) {}
+      tls_(make_tls(options, target, log_)), refresher_(target.state(), log_) {}
 
 client_core::~client_core() {
     shutdown();
@@ -57,6 +57,8 @@ std::shared_ptr<client_pool> client_core::pool_for(const std::shared_ptr<loop_po
 
 bool client_core::start(const std::shared_ptr<loop_port>& port, std::shared_ptr<client_call_state> call) {
     call->port = port;
+    // The first call starts the resolver thread: a client that is never used looks nothing up.
+    refresher_.start();
     return port->post([self = shared_from_this(), port, call]() mutable {
         std::shared_ptr<client_pool> pool;
         try {
@@ -144,6 +146,9 @@ void client_core::shutdown() noexcept {
     if (own_thread_.joinable()) {
         own_thread_.join();
     }
+    // Last, on the destroying thread (never a loop: ~client's contract); ~client_core may run
+    // on a loop, but finds it stopped already.
+    refresher_.stop();
 }
 
 } // namespace sluice::detail

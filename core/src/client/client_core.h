@@ -13,6 +13,7 @@
 
 #include "client/client_call.h"
 #include "client/client_pool.h"
+#include "client/upstream_refresher.h"
 #include "loop/loop.h"
 
 namespace sluice::detail {
@@ -32,7 +33,8 @@ public:
     /// The client's own loop, started on first use; null when no reactor backend runs here
     /// (or the client is shutting down).
     std::shared_ptr<loop_port> own_port();
-    /// Cancels every call of every loop, closes every connection, stops the own loop.
+    /// Cancels every call of every loop, closes every connection, stops the own loop and the
+    /// resolver thread (at most upstream_refresher::stop_wait for a lookup in progress).
     void shutdown() noexcept;
 
     const client_options options;
@@ -53,6 +55,7 @@ private:
     bool shut_ = false;
     logger log_;
     std::shared_ptr<client_tls_context> tls_;
+    upstream_refresher refresher_;
 };
 
 } // namespace sluice::detail

@@ -64,7 +64,7 @@ void client_pool::submit(std::shared_ptr<client_call_state> call) noexcept {
         return;
     }
     try {
-        const std::error_code e = http::write_request_head(call->request, address(0).name, call->head);
+        const std::error_code e = http::write_request_head(call->request, host(0).name, call->head);
         if (e) {
             deliver(call, result<client_response>(e));
             return;
@@ -113,15 +113,15 @@ void client_pool::acquire(std::shared_ptr<client_call_state> call) noexcept {
 }
 
 void client_pool::open_new(std::shared_ptr<client_call_state> call) noexcept {
-    const long a = pick_address();
-    if (a < 0) {
+    std::shared_ptr<upstream_address> a = pick_address();
+    if (!a) {
         deliver(call, result<client_response>(client_errc::refused)); // every address is marked down
         return;
     }
     ++call->connect_attempts;
     client_connection* c = nullptr;
     try {
-        c = new client_connection(shared_from_this(), static_cast<std::size_t>(a));
+        c = new client_connection(shared_from_this(), std::move(a));
         all_.push_back(c);
     } catch (...) {
         if (c != nullptr) {
@@ -133,27 +133,43 @@ void client_pool::open_new(std::shared_ptr<client_call_state> call) noexcept {
     c->start_connect(std::move(call));
 }
 
-long client_pool::pick_address() noexcept {
-    const auto& addrs = cfg_.upstream->addresses;
+const address_set& client_pool::addresses() noexcept {
+    // The generation first: a publish stores the set, then bumps it, so a set loaded after
+    // seeing generation g is g's or newer (never older: at worst it is loaded once more).
+    const std::uint64_t g = cfg_.upstream->generation();
+    if (g != set_generation_) {
+        set_ = cfg_.upstream->current();
+        set_generation_ = g;
+    }
+    return *set_;
+}
+
+std::shared_ptr<upstream_address> client_pool::pick_address() noexcept {
+    const address_set& addrs = addresses();
     const std::size_t n = addrs.size();
+    if (n == 0) {
+        return nullptr; // never published (apply keeps a host's last addresses), but no % 0
+    }
     const std::int64_t now = ns_of(loop_.now());
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t k = cfg_.upstream->next.fetch_add(1, std::memory_order_relaxed) % n;
         // One address is never skipped (nginx ignores fail_timeout for a single server): a
         // refusal then fails only the calls that meet it.
         if (n == 1 || addrs[k]->failed_until_ns.load(std::memory_order_relaxed) <= now) {
-            return static_cast<long>(k);
+            return addrs[k];
         }
     }
-    return -1;
+    return nullptr;
 }
 
-void client_pool::connect_failed(std::size_t a, std::shared_ptr<client_call_state> call,
-                                 client_errc why) noexcept {
-    const auto& addrs = cfg_.upstream->addresses;
+void client_pool::connect_failed(const std::shared_ptr<upstream_address>& a,
+                                 std::shared_ptr<client_call_state> call, client_errc why) noexcept {
+    const address_set& addrs = addresses();
     if (addrs.size() > 1) {
-        addrs[a]->failed_until_ns.store(ns_of(deadline_after(loop_.now(), cfg_.options.fail_timeout)),
-                                        std::memory_order_relaxed);
+        // The address object, not an index: it may have left the set since the connect began
+        // (a refresh), and then the mark is harmless.
+        a->failed_until_ns.store(ns_of(deadline_after(loop_.now(), cfg_.options.fail_timeout)),
+                                 std::memory_order_relaxed);
     }
     if (call->cancel_requested.load(std::memory_order_acquire) || stopped_) {
         deliver(call, result<client_response>(client_errc::cancelled));
@@ -161,7 +177,7 @@ void client_pool::connect_failed(std::size_t a, std::shared_ptr<client_call_stat
     }
     // Like nginx's proxy_next_upstream error timeout: a connect that failed sent nothing, so
     // the next address may take the call; each address at most once per call.
-    if (call->connect_attempts < addrs.size() && pick_address() >= 0) {
+    if (call->connect_attempts < addrs.size() && pick_address() != nullptr) {
         // pick_address() advanced the rotation; open_new picks again from there.
         open_new(std::move(call));
         return;

@@ -59,7 +59,7 @@ public:
     // For connections.
     detail::loop& owner_loop() noexcept { return loop_; }
     const pool_config& config() const noexcept { return cfg_; }
-    const upstream_address& address(std::size_t i) const noexcept { return *cfg_.upstream->addresses[i]; }
+    const upstream_host& host(std::size_t i) const noexcept { return cfg_.upstream->hosts()[i]; }
     /// A connection served its call and may be reused.
     void put_idle(client_connection* c) noexcept;
     /// A connection closes: it no longer counts; waiters may get a new one.
@@ -69,8 +69,8 @@ public:
     void connect_began() noexcept;
     void connect_ended() noexcept;
     /// Connecting for `call` failed (refused / timed out): try another address or fail.
-    void connect_failed(std::size_t address, std::shared_ptr<client_call_state> call,
-                        client_errc why) noexcept;
+    void connect_failed(const std::shared_ptr<upstream_address>& address,
+                        std::shared_ptr<client_call_state> call, client_errc why) noexcept;
     /// The stale keep-alive case: `call` runs again, once, on a fresh connection.
     void retry(std::shared_ptr<client_call_state> call) noexcept;
     /// Ends a call: counts it and hands its outcome over.
@@ -81,8 +81,11 @@ private:
     void open_new(std::shared_ptr<client_call_state> call) noexcept;
     void serve_waiters() noexcept;
     void remove_waiter(client_call_state* call) noexcept;
-    /// The next address to connect to, round robin over those not marked failed; -1 if none.
-    long pick_address() noexcept;
+    /// The next address to connect to, round robin over those not marked failed; null if none.
+    std::shared_ptr<upstream_address> pick_address() noexcept;
+    /// The upstream's current address set: reloaded when a refresh published a new one (one
+    /// atomic load otherwise). Indexes go into this snapshot only, never into a shared vector.
+    const address_set& addresses() noexcept;
     static void on_acquire_timeout(timer& t) noexcept;
     /// Adds what idle_ and the pending calls changed since the last call to the shared gauges.
     void publish_gauges() noexcept;
@@ -92,9 +95,11 @@ private:
     std::vector<client_connection*> idle_; // most recently used at the back
     std::vector<client_connection*> all_;  // open or opening (for shutdown)
     std::deque<std::shared_ptr<client_call_state>> waiters_;
-    std::atomic<bool> stopped_{false}; // written on the loop, read by any thread
-    std::size_t connecting_ = 0;       // connections opening, each for one call
-    std::int64_t published_idle_ = 0;  // what this pool has added to counters->idle
+    std::shared_ptr<const address_set> set_;           // loaded by addresses()
+    std::uint64_t set_generation_ = ~std::uint64_t{0}; // none loaded yet
+    std::atomic<bool> stopped_{false};                 // written on the loop, read by any thread
+    std::size_t connecting_ = 0;                       // connections opening, each for one call
+    std::int64_t published_idle_ = 0;                  // what this pool has added to counters->idle
     std::int64_t published_pending_ = 0;
 };
 

@@ -56,7 +56,7 @@ public:
 
     /// Opens a non-blocking socket for addr's family and starts connecting. -errno when that
     /// failed: then is_closed() says whether nothing was opened, or on_closed() will follow.
-    /// With `tls`, the socket speaks TLS as the client of `tls`'s upstream address
+    /// With `tls`, the socket speaks TLS as the client of `tls`'s upstream host
     /// `tls_address` (the loop's TLS decorator, tls/tls_driver.h): on_connected() then comes
     /// when the handshake has ended, and every byte after it is plaintext as without TLS.
     int open_and_connect(const sockaddr* addr, socklen_t len, client_tls_context* tls = nullptr,

@@ -74,13 +74,13 @@ client_tls_context::client_tls_context(const client_tls_options& o, const upstre
     SSL_CTX_sess_set_new_cb(ctx_, &client_tls_context::on_new_session);
 
     std::string https;
-    for (const auto& a : up.addresses) {
+    for (const auto& a : up.hosts()) {
         auto s = std::make_unique<slot>();
-        s->name = a->name;
-        s->checked = o.server_name.empty() ? a->host : o.server_name;
+        s->name = a.name;
+        s->checked = o.server_name.empty() ? a.host : o.server_name;
         s->ip = is_ip_literal(s->checked);
-        if (a->tls) {
-            https += (https.empty() ? "" : ", ") + std::string("https://") + a->name;
+        if (a.tls) {
+            https += (https.empty() ? "" : ", ") + std::string("https://") + a.name;
         }
         slots_.push_back(std::move(s));
     }

@@ -26,7 +26,7 @@ struct ssl_session_st;
 
 namespace sluice::detail {
 
-struct upstream_state;
+class upstream_state;
 
 class client_tls_context {
 public:
@@ -38,9 +38,9 @@ public:
     client_tls_context(const client_tls_context&) = delete;
     client_tls_context& operator=(const client_tls_context&) = delete;
 
-    /// A new SSL in connect state for the upstream's address `address`: SNI (not for an IP
-    /// literal, RFC 6066 §3), the name or IP the certificate must carry, the address's last
-    /// session. Null when out of memory.
+    /// A new SSL in connect state for the upstream's host `address` (upstream_address::host): SNI (not for an
+    /// IP literal, RFC 6066 §3), the name or IP the certificate must carry, the address's last session. Null
+    /// when out of memory.
     ssl_st* new_ssl(std::size_t address) noexcept;
     /// The handshake of `ssl` (made by new_ssl) succeeded: counts it.
     void handshake_done(ssl_st* ssl) noexcept;
@@ -51,7 +51,8 @@ public:
     std::uint64_t handshakes() const noexcept { return handshakes_.load(std::memory_order_relaxed); }
     std::uint64_t resumed() const noexcept { return resumed_.load(std::memory_order_relaxed); }
 
-    /// One address's last session and what the log calls it. Written by any loop's thread.
+    /// One host's last session (its resolved addresses share it: one name, one certificate) and what the log
+    /// calls it. Written by any loop's thread.
     struct slot {
         std::mutex mu;
         ssl_session_st* session = nullptr;

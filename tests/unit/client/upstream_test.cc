@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 
+#include <memory>
 #include <stdexcept>
+#include <string>
 
 #include <sluice/client.h>
 
@@ -10,6 +12,24 @@
 
 namespace sluice::detail {
 namespace {
+
+// One address as the upstream parsed and resolved it.
+struct one_address {
+    std::string name;
+    std::string host;
+    bool tls = false;
+    sockaddr_storage addr{};
+};
+
+std::unique_ptr<one_address> resolve_address(const std::string& given) {
+    const upstream_state s({given}, {});
+    auto a = std::make_unique<one_address>();
+    a->name = s.hosts().at(0).name;
+    a->host = s.hosts().at(0).host;
+    a->tls = s.hosts().at(0).tls;
+    a->addr = s.current()->at(0)->addr;
+    return a;
+}
 
 TEST(upstream_address, host_port_is_plaintext) {
     auto a = resolve_address("127.0.0.1:8080");
