@@ -42,6 +42,8 @@ public:
     const std::string& dir() const noexcept { return dir_; }
     /// The certificate's serial number, as OpenSSL prints it (hex).
     const std::string& serial() const noexcept { return serial_; }
+    /// SHA-256 of the certificate's DER form, lower-case hex.
+    const std::string& sha256() const noexcept { return sha256_; }
     /// Writes `text` to a file in dir() and returns its path (bad keys, truncated PEM, ...).
     std::string write_file(const std::string& name, const std::string& text) const;
 
@@ -50,6 +52,7 @@ private:
     std::string cert_;
     std::string key_;
     std::string serial_;
+    std::string sha256_;
 };
 
 /// The certificates every TLS conformance row uses, made once per test program.

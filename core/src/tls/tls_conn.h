@@ -60,6 +60,9 @@ struct tls_driver::conn {
     bool touched = false;
     bool has_deadline = false;
 
+    // The server side: what handlers see (request::tls()), made when the handshake ends.
+    std::shared_ptr<const tls_info> info;
+
     // The client side (adopt_client): the owner's connect completes with the handshake.
     client_tls_context* client = nullptr;
     bool connect_due = false; ///< an op::connect is due to the owner: connect_result

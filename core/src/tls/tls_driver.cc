@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "tls/client_tls_context.h"
+#include "tls/describe_tls.h"
 #include "tls/tls_conn.h"
 #include "tls/tls_context.h"
 
@@ -144,6 +145,11 @@ int tls_driver::adopt_client(int fd, client_tls_context& ctx, std::size_t addres
     }
     s->client = &ctx;
     return 0;
+}
+
+std::shared_ptr<const tls_info> tls_driver::peer_info(int fd) const noexcept {
+    const conn* s = find(fd);
+    return s != nullptr ? s->info : nullptr;
 }
 
 void tls_driver::forget(int fd) noexcept {
@@ -434,6 +440,16 @@ void tls_driver::handshake(conn& s) noexcept {
         if (s.client != nullptr) {
             s.client->handshake_done(s.ssl);
             report_connect(s, 0);
+        } else {
+            // Once per connection, here on the loop thread while the SSL is idle: a handler may
+            // run on a pool worker while this loop drives the same SSL, so it never reads it.
+            try {
+                s.info = describe_tls(s.ssl);
+            } catch (const std::bad_alloc&) {
+                ERR_clear_error();
+                fail(s, -ENOMEM); // a handler must not mistake the connection for plaintext
+                return;
+            }
         }
         if (s.owner_send && !s.encrypted) {
             encrypt_owner_send(s);
