@@ -100,6 +100,11 @@ struct client_tls_options {
     tls_verify verify = tls_verify::peer;
     /// The name sent as SNI and checked against the certificate; "" = each address's host.
     std::string server_name{};
+    /// PEM certificate chain (leaf first) offered to an upstream that asks for a client
+    /// certificate (mutual TLS); "" = none. Set with key_file.
+    std::string cert_file{};
+    /// PEM private key of cert_file, unencrypted.
+    std::string key_file{};
 };
 
 struct client_options {

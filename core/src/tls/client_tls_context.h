@@ -47,6 +47,9 @@ public:
     /// The handshake failed: logs why, with OpenSSL's error queue still holding the reason.
     /// -EKEYREJECTED when the certificate failed verification, else -EPROTO.
     int handshake_failed(ssl_st* ssl) noexcept;
+    /// The upstream ended the connection with a TLS error before any byte of an answer, after
+    /// the handshake (TLS 1.3: a refused client certificate). Logs why, as handshake_failed.
+    void refused_after_handshake(ssl_st* ssl) noexcept;
 
     std::uint64_t handshakes() const noexcept { return handshakes_.load(std::memory_order_relaxed); }
     std::uint64_t resumed() const noexcept { return resumed_.load(std::memory_order_relaxed); }

@@ -49,6 +49,7 @@ struct tls_driver::conn {
     std::size_t plain_len = 0;
     std::size_t plain_cap = 0;
     bool lent = false;
+    bool plain_seen = false; ///< some plaintext was ever read (a client: the answer began)
 
     bool owner_recv = false; ///< armed from the owner's view (rule 6)
     bool inner_recv = false; ///< armed at the inner driver

@@ -483,10 +483,17 @@ void tls_driver::read_plain(conn& s) noexcept {
         const int r = SSL_read_ex(s.ssl, s.plain.get() + s.plain_len, plain_chunk, &n);
         if (r == 1) {
             s.plain_len += n;
+            s.plain_seen = true;
             touch(s);
             continue;
         }
         const int err = SSL_get_error(s.ssl, r);
+        if (s.client != nullptr && err == SSL_ERROR_SSL && !s.plain_seen) {
+            // Before any byte of an answer: a TLS 1.3 server refusing our certificate (or our
+            // lack of one) after our side of the handshake ended. Say why (the error queue
+            // still holds it), as for a handshake.
+            s.client->refused_after_handshake(s.ssl);
+        }
         ERR_clear_error();
         if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
             break;
