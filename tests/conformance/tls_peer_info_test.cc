@@ -140,6 +140,15 @@ TEST_P(tls_peer_info_test, optional_with_a_certificate_and_without) {
     EXPECT_EQ(count(without.response, "subject="), 0u) << without.response;
 }
 
+TEST_P(tls_peer_info_test, names_are_escaped_as_rfc_2253_says) {
+    // RFC 2253 §2.4: a comma or a plus inside a value is escaped, so "CN=Doe\, John\+x" is one RDN.
+    const test_certs doe{cert_spec{.common_name = "Doe, John+x", .san = "", .issuer = &ca_, .ca = false}};
+    start(tls_verify_client::require);
+    const tls_probe_result r = probe({}, &doe);
+    ASSERT_TRUE(r.answered) << r.error;
+    EXPECT_EQ(count(r.response, "\nsubject=CN=Doe\\, John\\+x\n"), 1u) << r.response;
+}
+
 TEST_P(tls_peer_info_test, off_asks_for_no_certificate) {
     start(tls_verify_client::off);
     const tls_probe_result r = probe({}, &alice_); // offered, never asked for

@@ -19,8 +19,9 @@ std::string name_rfc2253(const X509_NAME* name) {
         throw std::bad_alloc();
     }
     std::unique_ptr<BIO, decltype(&BIO_free)> guard(out, &BIO_free);
-    // XN_FLAG_RFC2253 escapes as RFC 2253 §2.4 asks and orders the RDNs most specific first;
-    // ASN1_STRFLGS_UTF8_CONVERT in it keeps non-ASCII names readable UTF-8.
+    // XN_FLAG_RFC2253: RDNs most specific first, special characters escaped (RFC 2253 §2.4),
+    // bytes outside ASCII as \XX: the same string as nginx's $ssl_client_s_dn, so access rules
+    // written for one match the other.
     if (X509_NAME_print_ex(out, name, 0, XN_FLAG_RFC2253) < 0) {
         throw std::bad_alloc();
     }
