@@ -265,7 +265,8 @@ class client {
 public:
     /// Starts no thread; the client's own loop starts on first need. With an https address it
     /// loads the TLS settings now: throws std::invalid_argument when options.tls.ca_file
-    /// cannot be loaded; logs a warning naming the upstream when verification is off.
+    /// cannot be loaded, or options.tls.cert_file / key_file cannot (naming the option, the
+    /// file and why); logs a warning naming the upstream when verification is off.
     explicit client(upstream target, client_options options = {});
     /// Cancels every call in flight (their callbacks run with cancelled, on their loops, unless
     /// those have stopped), closes every connection, and joins the client's own loop thread.

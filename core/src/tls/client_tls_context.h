@@ -30,9 +30,10 @@ struct upstream_state;
 
 class client_tls_context {
 public:
-    /// Loads the CAs (ca_file, or the system's default paths). Throws std::invalid_argument
-    /// naming client.tls.ca_file and why when it cannot be loaded. Logs a warning naming the
-    /// https addresses when verification is off.
+    /// Loads the CAs (ca_file, or the system's default paths) and the client certificate
+    /// (cert_file, key_file). Throws std::invalid_argument naming client.tls.ca_file,
+    /// client.tls.cert_file or client.tls.key_file and why when one cannot be loaded. Logs a
+    /// warning naming the https addresses when verification is off.
     client_tls_context(const client_tls_options& o, const upstream_state& up, logger log);
     ~client_tls_context();
     client_tls_context(const client_tls_context&) = delete;
