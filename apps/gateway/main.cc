@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
         std::string ca_file;
         std::string tls_verify = "on";
         std::string server_name;
+        std::string cert_file;
+        std::string key_file;
         std::string limit_routes;
         const sluice::app_option options[] = {
             {"upstream", "HOST:PORT|https://HOST[:PORT]",
@@ -101,6 +103,10 @@ int main(int argc, char** argv) {
              "check https upstreams' certificates (default on; off logs a warning)", &tls_verify},
             {"upstream-server-name", "NAME",
              "SNI and certificate name for https upstreams (default: the host)", &server_name},
+            {"upstream-cert-file", "PATH",
+             "PEM client certificate chain for https upstreams that ask for one (with --upstream-key-file)",
+             &cert_file},
+            {"upstream-key-file", "PATH", "PEM private key of --upstream-cert-file", &key_file},
             {"limit-routes", "LIST", "endpoints behind --limit: work,files,upload,bytes (default: all)",
              &limit_routes},
         };
@@ -130,6 +136,8 @@ int main(int argc, char** argv) {
         }
         co.tls.ca_file = ca_file;
         co.tls.server_name = server_name;
+        co.tls.cert_file = cert_file;
+        co.tls.key_file = key_file;
         if (tls_verify == "off") {
             co.tls.verify = sluice::tls_verify::none;
         } else if (tls_verify != "on") {

@@ -128,6 +128,7 @@ void request::clear() noexcept {
     params_.clear();
     body_.clear();
     remote_address_.clear();
+    tls_.reset(); // a recycled request may serve a plaintext connection next
     version_ = {};
     keep_alive_ = true;
 }

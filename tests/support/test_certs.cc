@@ -117,6 +117,14 @@ test_certs::test_certs(const cert_spec& spec) {
     }
     add_ext(ctx, cert.get(), NID_basic_constraints, spec.ca ? "critical,CA:TRUE" : "critical,CA:FALSE");
     check(X509_sign(cert.get(), issuer_key ? issuer_key.get() : key.get(), EVP_sha256()) > 0, "sign");
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    check(X509_digest(cert.get(), EVP_sha256(), md, &md_len) == 1, "digest");
+    for (unsigned int i = 0; i < md_len; ++i) {
+        char two[3];
+        std::snprintf(two, sizeof two, "%02x", md[i]);
+        sha256_ += two;
+    }
     write_pem(cert_, [&](std::FILE* f) { return PEM_write_X509(f, cert.get()) == 1; });
     write_pem(key_, [&](std::FILE* f) {
         return PEM_write_PrivateKey(f, key.get(), nullptr, nullptr, 0, nullptr, nullptr) == 1;

@@ -51,6 +51,8 @@ public:
         cfg.key = key_;
         return cfg;
     }
+    /// SHA-256 of the certificate's DER form, lower-case hex.
+    const std::string& sha256() const noexcept { return sha256_; }
     /// Writes `text` to a file in dir() and returns its path (bad keys, truncated PEM, ...).
     std::string write_file(const std::string& name, const std::string& text) const;
 
@@ -59,6 +61,7 @@ private:
     std::string cert_;
     std::string key_;
     std::string serial_;
+    std::string sha256_;
 };
 
 /// The certificates every TLS conformance row uses, made once per test program.

@@ -109,8 +109,11 @@ void run(SSL* ssl, const tls_probe_options& options, tls_probe_result& out) {
     out.handshake_done = true;
     out.reused = SSL_session_reused(ssl) == 1;
     describe_peer(ssl, out);
-    const std::string request =
-        "GET " + options.path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    std::string request;
+    for (int i = 1; i <= options.requests; ++i) {
+        request += "GET " + options.path + " HTTP/1.1\r\nHost: localhost\r\n";
+        request += i == options.requests ? "Connection: close\r\n\r\n" : "\r\n";
+    }
     if (retrying(ssl, [&] { return SSL_write(ssl, request.data(), static_cast<int>(request.size())); }) <=
         0) {
         out.error = last_error("write");

@@ -1,7 +1,7 @@
 // One TLS connection with the knobs the server-side TLS tests turn (tests/conformance/tls_*):
 // an SNI name, a session to resume, a protocol version, a client certificate. It handshakes,
-// sends one GET and reads the answer to the end, then reports what the server did: whether it
-// resumed, which certificate it showed, what it answered.
+// sends one GET (or several, pipelined) and reads the answers to the end, then reports what the server did:
+// whether it resumed, which certificate it showed, what it answered.
 //
 //   tls_probe_result first = tls_probe(port, {});
 //   tls_probe_result again = tls_probe(port, {.session = first.session});
@@ -25,6 +25,7 @@ struct tls_probe_options {
     std::string client_cert{}; ///< PEM files of a client certificate to offer; "" = none
     std::string client_key{};
     std::string path = "/"; ///< what the GET asks for
+    int requests = 1;       ///< GETs sent at once on the connection (keep-alive, the last one closes)
 };
 
 struct tls_probe_result {
@@ -38,7 +39,8 @@ struct tls_probe_result {
     tls_session session;         ///< the session, to resume in a later probe
 };
 
-/// Connects to 127.0.0.1:port and runs one exchange, every step bounded by a 10 s socket timeout.
+/// Connects to 127.0.0.1:port and runs options.requests exchanges, every step bounded by a 10 s socket
+/// timeout.
 tls_probe_result tls_probe(std::uint16_t port, const tls_probe_options& options);
 
 } // namespace sluice::test

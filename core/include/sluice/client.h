@@ -100,6 +100,11 @@ struct client_tls_options {
     tls_verify verify = tls_verify::peer;
     /// The name sent as SNI and checked against the certificate; "" = each address's host.
     std::string server_name{};
+    /// PEM certificate chain (leaf first) offered to an upstream that asks for a client
+    /// certificate (mutual TLS); "" = none. Set with key_file.
+    std::string cert_file{};
+    /// PEM private key of cert_file, unencrypted.
+    std::string key_file{};
 };
 
 struct client_options {
@@ -283,7 +288,8 @@ public:
     /// Starts no thread; the client's own loop starts on first need, the resolver thread
     /// (upstream_options::resolve_interval) on the first call. With an https address it
     /// loads the TLS settings now: throws std::invalid_argument when options.tls.ca_file
-    /// cannot be loaded; logs a warning naming the upstream when verification is off.
+    /// cannot be loaded, or options.tls.cert_file / key_file cannot (naming the option, the
+    /// file and why); logs a warning naming the upstream when verification is off.
     explicit client(upstream target, client_options options = {});
     /// Cancels every call in flight (their callbacks run with cancelled, on their loops, unless
     /// those have stopped), closes every connection, and joins the client's own loop thread

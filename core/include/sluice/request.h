@@ -7,11 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <sluice/tls_info.h>
 
 namespace sluice {
 
@@ -69,6 +72,10 @@ public:
     bool keep_alive() const noexcept { return keep_alive_; }
     /// The peer's address as "ip:port" ("[::1]:port" for IPv6).
     const std::string& remote_address() const noexcept { return remote_address_; }
+    /// The connection's TLS (version, cipher, SNI name, client certificate); null on a plaintext
+    /// connection. Made once per connection at the end of its handshake and shared by its
+    /// exchanges; valid as long as this request, on whichever thread the handler runs.
+    const tls_info* tls() const noexcept { return tls_.get(); }
 
     /// Empties the request, keeping its capacity.
     void clear() noexcept;
@@ -91,6 +98,7 @@ private:
     std::string params_;                                          // decoded path parameter values
     std::string body_;
     std::string remote_address_;
+    std::shared_ptr<const tls_info> tls_; // the connection's; null for plaintext (no allocation)
     http_version version_;
     bool keep_alive_ = true;
 };
@@ -114,7 +122,9 @@ public:
         ++i_;
         return t;
     }
-    friend bool operator==(const header_iterator& a, const header_iterator& b) noexcept { return a.i_ == b.i_; }
+    friend bool operator==(const header_iterator& a, const header_iterator& b) noexcept {
+        return a.i_ == b.i_;
+    }
 
 private:
     const request* r_ = nullptr;
@@ -131,6 +141,8 @@ private:
     const request* r_;
 };
 
-inline request::header_range request::headers() const noexcept { return {this}; }
+inline request::header_range request::headers() const noexcept {
+    return {this};
+}
 
 } // namespace sluice

@@ -176,8 +176,17 @@ void client_connection::on_peer_closed(int rc) noexcept {
     broken(rc);
 }
 
-void client_connection::broken(int) noexcept {
+void client_connection::broken(int rc) noexcept {
     if (state_ != state::busy || !call_) {
+        return;
+    }
+    if (rc == -EPROTO && served_ == 1 && !session_.started() && pool_->address(address_).tls) {
+        // A TLS 1.3 server checks the client's certificate after the client's side of the
+        // handshake is done (RFC 8446 §4.4.2.4): its refusal (certificate_required, a CA it does
+        // not trust) is the first thing the connection reads. It is the handshake's failure all
+        // the same, as under TLS 1.2, where it ends the connect (the decorator logged why).
+        finish_call(result<client_response>(client_errc::tls_handshake_failed));
+        close_now();
         return;
     }
     // The retry rule (docs/client.md): once, on a fresh connection, only for a pooled

@@ -1,6 +1,7 @@
 // The one way the core fills a request (a friend of sluice::request).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -28,6 +29,8 @@ public:
     void set_version(http_version v) noexcept { r_.version_ = v; }
     void set_keep_alive(bool k) noexcept { r_.keep_alive_ = k; }
     void set_remote_address(std::string_view a) { r_.remote_address_.assign(a); }
+    /// The connection's TLS description (null: plaintext); a reference count, no copy.
+    void set_tls(const std::shared_ptr<const tls_info>& t) noexcept { r_.tls_ = t; }
     /// Computes the path and query from the target; call once the target is complete.
     void finish_target();
     /// Stores the decoded path parameters; false if one has a malformed escape.

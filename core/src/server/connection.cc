@@ -12,6 +12,7 @@
 #include "loop/deadline.h"
 #include "server/loop_context.h"
 #include "server/worker_pool.h"
+#include "tls/tls_driver.h"
 
 namespace sluice::detail {
 
@@ -219,7 +220,13 @@ void connection::acquire_slot() noexcept {
         work_ = lc_.take_slot();
         exchange_access::bind(ex(), lc_.loop.executor(), this, ++generation_,
                               lc_.server.cfg.async_timeout_ms);
+        if (lc_.tls != nullptr && !tls_) {
+            // Bytes come only after the handshake, so the decorator's description is ready;
+            // kept here because its state goes with the descriptor (tls_driver::peer_info).
+            tls_ = lc_.tls->peer_info(fd_);
+        }
         request_builder(request_of(ex())).set_remote_address(peer_);
+        request_builder(request_of(ex())).set_tls(tls_);
         work_->started = lc_.loop.now();
         work_->route = lc_.server.routes.size(); // none yet
     } catch (const std::bad_alloc&) {

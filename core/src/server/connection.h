@@ -32,6 +32,7 @@
 
 #include <sluice/error.h>
 #include <sluice/exchange.h>
+#include <sluice/tls_info.h>
 
 #include "exchange/async_state.h"
 #include "http/server_session.h"
@@ -158,6 +159,7 @@ private:
     clock::time_point async_deadline_{};
     clock::time_point write_cap_{}; // while sending: by when all queued output must be out
     std::string peer_;
+    std::shared_ptr<const tls_info> tls_; // the decorator's description, fetched with the first request
     std::uint64_t generation_ = 0;
     std::uint32_t served_ = 0;
     int fd_;

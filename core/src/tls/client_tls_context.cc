@@ -8,7 +8,10 @@
 #include <cerrno>
 #include <stdexcept>
 
+#include <sluice/error.h>
+
 #include "client/upstream.h"
+#include "tls/ssl_ctx_builder.h"
 
 namespace sluice::detail {
 
@@ -27,6 +30,25 @@ std::string openssl_reason() {
 bool is_ip_literal(const std::string& host) {
     unsigned char buf[16];
     return ::inet_pton(AF_INET, host.c_str(), buf) == 1 || ::inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+// The certificate offered to an upstream that asks for one (mutual TLS), checked now as a
+// server's is at startup, so that a bad file fails the constructor, not the first call.
+void load_client_certificate(SSL_CTX* ctx, const client_tls_options& o) {
+    if (o.cert_file.empty() || o.key_file.empty()) {
+        throw std::invalid_argument(o.cert_file.empty() ? "client.tls.cert_file: empty, but key_file is set"
+                                                        : "client.tls.key_file: empty, but cert_file is set");
+    }
+    SSL_CTX_set_default_passwd_cb(ctx, no_password);
+    try {
+        load_certificate(ctx, {.cert = o.cert_file,
+                               .key = o.key_file,
+                               .cert_key = "client.tls.cert_file",
+                               .key_key = "client.tls.key_file"});
+    } catch (const startup_error& e) {
+        ERR_clear_error();
+        throw std::invalid_argument(e.what()); // the client's constructor error type
+    }
 }
 
 } // namespace
@@ -67,6 +89,9 @@ client_tls_context::client_tls_context(const client_tls_options& o, const upstre
         SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
     } else {
         SSL_CTX_set_verify(ctx_, SSL_VERIFY_NONE, nullptr);
+    }
+    if (!o.cert_file.empty() || !o.key_file.empty()) {
+        load_client_certificate(ctx_, o);
     }
     // The client keeps sessions itself, one per address (the new-session callback): OpenSSL's
     // internal cache is for servers, and a client looks up by address, not by session id.
@@ -177,6 +202,16 @@ int client_tls_context::handshake_failed(ssl_st* ssl) noexcept {
         // Out of memory while logging: the error code still says what happened.
     }
     return v != X509_V_OK && options_.verify == tls_verify::peer ? -EKEYREJECTED : -EPROTO;
+}
+
+void client_tls_context::refused_after_handshake(ssl_st* ssl) noexcept {
+    const auto* sl = static_cast<const slot*>(SSL_get_app_data(ssl));
+    try {
+        log_.warn("client: TLS with https://{} failed after the handshake{}: {}", sl->name,
+                  options_.cert_file.empty() ? " (no client certificate configured)" : "", openssl_reason());
+    } catch (...) {
+        // Out of memory while logging: the call's error still says what happened.
+    }
 }
 
 } // namespace sluice::detail

@@ -30,9 +30,10 @@ class upstream_state;
 
 class client_tls_context {
 public:
-    /// Loads the CAs (ca_file, or the system's default paths). Throws std::invalid_argument
-    /// naming client.tls.ca_file and why when it cannot be loaded. Logs a warning naming the
-    /// https addresses when verification is off.
+    /// Loads the CAs (ca_file, or the system's default paths) and the client certificate
+    /// (cert_file, key_file). Throws std::invalid_argument naming client.tls.ca_file,
+    /// client.tls.cert_file or client.tls.key_file and why when one cannot be loaded. Logs a
+    /// warning naming the https addresses when verification is off.
     client_tls_context(const client_tls_options& o, const upstream_state& up, logger log);
     ~client_tls_context();
     client_tls_context(const client_tls_context&) = delete;
@@ -47,6 +48,9 @@ public:
     /// The handshake failed: logs why, with OpenSSL's error queue still holding the reason.
     /// -EKEYREJECTED when the certificate failed verification, else -EPROTO.
     int handshake_failed(ssl_st* ssl) noexcept;
+    /// The upstream ended the connection with a TLS error before any byte of an answer, after
+    /// the handshake (TLS 1.3: a refused client certificate). Logs why, as handshake_failed.
+    void refused_after_handshake(ssl_st* ssl) noexcept;
 
     std::uint64_t handshakes() const noexcept { return handshakes_.load(std::memory_order_relaxed); }
     std::uint64_t resumed() const noexcept { return resumed_.load(std::memory_order_relaxed); }

@@ -50,12 +50,6 @@ void check_readable(const char* key, const std::string& path) {
     std::fclose(f);
 }
 
-// Encrypted keys would need a password source sluice does not have: refuse rather than prompt
-// on the terminal (OpenSSL's default) and hang a service that has none.
-int no_password(char*, int, int, void*) {
-    return -1;
-}
-
 int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
                 unsigned int inlen, void*) {
     static constexpr unsigned char http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
@@ -81,7 +75,15 @@ void check_validity(const certificate_files& files, X509* cert) {
     }
 }
 
-void load_certificate(SSL_CTX* ctx, const certificate_files& files) {
+} // namespace
+
+// Encrypted keys would need a password source sluice does not have: refuse rather than prompt
+// on the terminal (OpenSSL's default) and hang a service that has none.
+int no_password(char*, int, int, void*) {
+    return -1;
+}
+
+void load_certificate(ssl_ctx_st* ctx, const certificate_files& files) {
     check_readable(files.cert_key.c_str(), files.cert);
     if (SSL_CTX_use_certificate_chain_file(ctx, files.cert.c_str()) != 1) {
         throw startup_error(files.cert_key,
@@ -107,6 +109,8 @@ void load_certificate(SSL_CTX* ctx, const certificate_files& files) {
                                                "' does not match the certificate in '" + files.cert + "'");
     }
 }
+
+namespace {
 
 // Client certificates: the CAs in tls.client_ca both verify the client's chain and are named in
 // the CertificateRequest, so a client with several certificates offers the right one.

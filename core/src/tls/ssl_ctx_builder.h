@@ -24,6 +24,15 @@ struct certificate_files {
 /// an unreadable tls.client_ca.
 ssl_ctx_st* make_server_ssl_ctx(const tls_config& cfg, const certificate_files& files);
 
+/// Loads files.cert (a PEM chain, leaf first) and files.key into ctx, as a server's or a
+/// client's own certificate. Throws startup_error naming the key and why: unreadable, not PEM,
+/// an encrypted key, a key that does not match, a certificate expired or not valid yet. Set
+/// no_password as ctx's password callback first.
+void load_certificate(ssl_ctx_st* ctx, const certificate_files& files);
+
+/// A password callback that refuses: an encrypted key fails to load instead of prompting.
+int no_password(char* buf, int size, int rwflag, void* user);
+
 /// The newest error OpenSSL queued, as text; clears the queue.
 std::string openssl_error();
 

@@ -49,6 +49,7 @@ struct tls_driver::conn {
     std::size_t plain_len = 0;
     std::size_t plain_cap = 0;
     bool lent = false;
+    bool plain_seen = false; ///< some plaintext was ever read (a client: the answer began)
 
     bool owner_recv = false; ///< armed from the owner's view (rule 6)
     bool inner_recv = false; ///< armed at the inner driver
@@ -68,6 +69,9 @@ struct tls_driver::conn {
     bool reply_shut = false; ///< the 400 is sent and the write side shut
     std::uint8_t probe_len = 0;
     char probe[8]{};
+
+    // The server side: what handlers see (request::tls()), made when the handshake ends.
+    std::shared_ptr<const tls_info> info;
 
     // The client side (adopt_client): the owner's connect completes with the handshake.
     client_tls_context* client = nullptr;

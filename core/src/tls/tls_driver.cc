@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "tls/client_tls_context.h"
+#include "tls/describe_tls.h"
 #include "tls/plain_http_probe.h"
 #include "tls/tls_conn.h"
 #include "tls/tls_context.h"
@@ -145,6 +146,11 @@ int tls_driver::adopt_client(int fd, client_tls_context& ctx, std::size_t addres
     }
     s->client = &ctx;
     return 0;
+}
+
+std::shared_ptr<const tls_info> tls_driver::peer_info(int fd) const noexcept {
+    const conn* s = find(fd);
+    return s != nullptr ? s->info : nullptr;
 }
 
 void tls_driver::forget(int fd) noexcept {
@@ -469,6 +475,16 @@ void tls_driver::handshake(conn& s) noexcept {
         if (s.client != nullptr) {
             s.client->handshake_done(s.ssl);
             report_connect(s, 0);
+        } else {
+            // Once per connection, here on the loop thread while the SSL is idle: a handler may
+            // run on a pool worker while this loop drives the same SSL, so it never reads it.
+            try {
+                s.info = describe_tls(s.ssl);
+            } catch (const std::bad_alloc&) {
+                ERR_clear_error();
+                fail(s, -ENOMEM); // a handler must not mistake the connection for plaintext
+                return;
+            }
         }
         if (s.owner_send && !s.encrypted) {
             encrypt_owner_send(s);
@@ -502,10 +518,17 @@ void tls_driver::read_plain(conn& s) noexcept {
         const int r = SSL_read_ex(s.ssl, s.plain.get() + s.plain_len, plain_chunk, &n);
         if (r == 1) {
             s.plain_len += n;
+            s.plain_seen = true;
             touch(s);
             continue;
         }
         const int err = SSL_get_error(s.ssl, r);
+        if (s.client != nullptr && err == SSL_ERROR_SSL && !s.plain_seen) {
+            // Before any byte of an answer: a TLS 1.3 server refusing our certificate (or our
+            // lack of one) after our side of the handshake ended. Say why (the error queue
+            // still holds it), as for a handshake.
+            s.client->refused_after_handshake(s.ssl);
+        }
         ERR_clear_error();
         if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
             break;

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include <sluice/backend.h>
+#include <sluice/tls_info.h>
 
 #include "tls/tls_bio.h"
 
@@ -76,6 +77,11 @@ public:
     /// `ctx`'s upstream address `address`, before its owner's connect(). Returns 0 or -errno
     /// (out of memory); the caller then closes fd itself. `ctx` must outlive the owner's close().
     int adopt_client(int fd, client_tls_context& ctx, std::size_t address) noexcept;
+    /// What the handlers of fd's connection see (request::tls()): made once, when a server-side
+    /// handshake ended; null for a descriptor that is not TLS or whose handshake has not ended.
+    /// The owner asks once it has received bytes (they come after the handshake, so the answer
+    /// is set by then) and keeps the pointer: the state it comes from goes at close().
+    std::shared_ptr<const tls_info> peer_info(int fd) const noexcept;
     /// Drops what adopt_server() / adopt_client() made for fd when no owner will ever use it.
     void forget(int fd) noexcept;
 
