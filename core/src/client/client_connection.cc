@@ -180,7 +180,7 @@ void client_connection::broken(int rc) noexcept {
     if (state_ != state::busy || !call_) {
         return;
     }
-    if (rc == -EPROTO && served_ == 1 && !session_.started() && pool_->address(address_).tls) {
+    if (rc == -EPROTO && served_ == 1 && !session_.started() && pool_->host(address_->host).tls) {
         // A TLS 1.3 server checks the client's certificate after the client's side of the
         // handshake is done (RFC 8446 §4.4.2.4): its refusal (certificate_required, a CA it does
         // not trust) is the first thing the connection reads. It is the handshake's failure all
