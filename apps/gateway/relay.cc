@@ -78,7 +78,10 @@ async_context relay::take_wake() {
         return {};
     }
     const bool head_due = head_ && !head_out_;
-    if (ended_ || head_due || (drained_ && !pending_.empty())) {
+    // A clean end with bytes still pending waits for the drain like any piece (dispatch writes at
+    // most max_write at a time); a cut end does not: the stream is cut anyway.
+    const bool end_due = ended_ && (pending_.empty() || end_error_);
+    if (end_due || head_due || (drained_ && !pending_.empty())) {
         return std::exchange(ctx_, async_context{});
     }
     return {};
@@ -153,7 +156,9 @@ void relay::on_drained() {
     {
         std::lock_guard lock(mu_);
         drained_ = true;
-        if (upstream_paused_ && call_set_) {
+        // Pieces of a read already made still arrive after a pause (an io_uring multishot
+        // batch): while they keep pending above the mark, the upstream stays paused.
+        if (upstream_paused_ && call_set_ && pending_.size() < high_water) {
             upstream_paused_ = false;
             call_.resume_body(); // under the lock: see on_body
         }
@@ -185,9 +190,17 @@ void relay::dispatch(exchange& ex) {
             head_out_ = true;
             first = true;
         }
-        bytes.swap(pending_);
         ended = ended_;
         error = end_error_;
+        if ((first && ended && !error) || pending_.size() <= max_write) {
+            bytes.swap(pending_);
+        } else {
+            // At most max_write per drain, so that the server's queued output stays bounded
+            // even when more than one read's worth came in after the pause.
+            bytes.assign(pending_, 0, max_write);
+            pending_.erase(0, max_write);
+            ended = ended && static_cast<bool>(error); // a clean end waits for the rest
+        }
     }
     if (first && ended && !error) {
         // Whole before anything went out: sent as it came, with Content-Length.

@@ -9,8 +9,9 @@
 //                                              stream when the body was cut upstream)
 //   on_drained (output <= output_low_water): resume_body, wake if pending
 //
-// So the gateway holds at most high_water + one socket read in `pending`, and the server at
-// most output_low_water + that in queued output, whatever the response size. A response that
+// So the gateway holds at most high_water + what the upstream's socket delivered after the pause
+// in `pending` (one read on epoll; a multishot batch on io_uring), and the server at most
+// output_low_water + max_write in queued output, whatever the response size. A response that
 // is whole before its head is written goes out with Content-Length, as it came (or through
 // complete() from the callback in the async style: no re-dispatch at all).
 //
@@ -43,6 +44,8 @@ class relay : public std::enable_shared_from_this<relay> {
 public:
     /// Bytes kept for the downstream before the upstream is paused.
     static constexpr std::size_t high_water = std::size_t{64} * 1024;
+    /// The most one dispatch writes downstream; the rest waits for the next drain.
+    static constexpr std::size_t max_write = 4 * high_water;
 
     /// The initial dispatch: suspends `ex` and starts the streamed upstream call.
     static void start(gateway& g, sluice::exchange& ex, sluice::client_request up, relay_finish how);
