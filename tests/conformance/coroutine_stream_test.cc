@@ -19,6 +19,7 @@
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/byte_pattern.h"
 #include "support/paced_reader.h"
 #include "support/test_client.h"
 
@@ -77,10 +78,7 @@ protected:
         if (IsSkipped()) {
             return;
         }
-        std::string piece(piece_bytes, '\0');
-        for (std::size_t i = 0; i < piece.size(); ++i) {
-            piece[i] = static_cast<char>('a' + i % 26);
-        }
+        const std::string piece = pattern_bytes(piece_bytes);
         // GET /stream?n=BYTES: 64 KiB pieces, each followed by co_await drained.
         srv().route("GET", "/stream", [piece, seen = seen_](exchange& ex) -> task<> {
             std::uint64_t left = std::stoull(std::string(ex.request().query_param("n").value_or("0")));

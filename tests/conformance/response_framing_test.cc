@@ -14,6 +14,7 @@
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/next_request.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -28,18 +29,7 @@ protected:
         if (IsSkipped()) {
             return;
         }
-        srv().route("GET", "/next", [](exchange& ex) { ex.response().text("next"); });
-    }
-
-    /// After the first response on c, a second request must get exactly its own answer.
-    void expect_next_answered(test_client& c) {
-        ASSERT_TRUE(c.send(get_request("/next"))) << c.error();
-        auto r = c.read_response();
-        ASSERT_TRUE(r) << c.error();
-        EXPECT_EQ(r->status, 200);
-        EXPECT_EQ(r->body, "next");
-        c.read_for(milliseconds(50));
-        EXPECT_TRUE(c.buffered().empty()) << "bytes beyond the responses: " << printable(c.buffered());
+        route_next(srv());
     }
 };
 

@@ -16,6 +16,7 @@
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/byte_pattern.h"
 #include "support/paced_reader.h"
 #include "support/test_client.h"
 
@@ -25,15 +26,6 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr std::size_t chunk_bytes = std::size_t{64} * 1024;
-
-// Byte i of the body is 'a' + i % 26: any slice can be checked.
-std::string pattern_chunk() {
-    std::string s(chunk_bytes, '\0');
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        s[i] = static_cast<char>('a' + i % 26);
-    }
-    return s;
-}
 
 struct stream_probe {
     std::atomic<int> drained_after_done{0}; // drain callbacks that found the exchange ended
@@ -100,7 +92,7 @@ protected:
         return std::move(parsed.response.body);
     }
 
-    std::string pattern_ = pattern_chunk();
+    std::string pattern_ = pattern_bytes(chunk_bytes);
     std::shared_ptr<stream_probe> probe_ = std::make_shared<stream_probe>();
     std::uint32_t timeout_ms_ = 30'000;
 };
