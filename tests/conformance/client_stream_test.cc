@@ -108,12 +108,14 @@ struct cs_upstream_script {
 
 class client_stream_test : public backend_test {
 protected:
-    /// GET /read?drop=N: streams the upstream's answer and reports "status bytes pieces max end".
-    /// After the first piece it awaits gate_; after `drop` pieces it destroys the stream.
+    /// GET /read?drop=N&cancel=M: streams the upstream's answer and reports "status bytes pieces
+    /// max end". After the first piece it awaits gate_; after `cancel` pieces it calls cancel();
+    /// after `drop` pieces it destroys the stream.
     void start(const std::string& address, client_options o = {}) {
         client_ = std::make_unique<client>(upstream({address}), o);
         srv().route("GET", "/read", [this, seen = seen_, gate = gate_](exchange& ex) -> task<> {
             const int drop = std::stoi(std::string(ex.request().query_param("drop").value_or("0")));
+            const int cancel_at = std::stoi(std::string(ex.request().query_param("cancel").value_or("0")));
             // A named request: GCC 12 destroys a braced temporary of a co_await expression twice
             // (GCC PR 99576).
             client_request up{.target = "/up"};
@@ -131,6 +133,9 @@ protected:
                 seen->pieces = ++pieces;
                 if (pieces == 1) {
                     co_await gate->wait(ex);
+                }
+                if (pieces == cancel_at) {
+                    s->cancel(); // what was held still comes, then the end
                 }
                 if (pieces == drop) {
                     s = result<client_body_stream>(make_error_code(client_errc::cancelled)); // destroys it
@@ -150,9 +155,9 @@ protected:
         srv().start();
     }
 
-    std::string read_answer(std::chrono::milliseconds timeout = 20s) {
-        test_client c(srv().port(), timeout);
-        if (!c.send(get_request("/read"))) {
+    std::string read_answer(const std::string& target = "/read") {
+        test_client c(srv().port(), 20s);
+        if (!c.send(get_request(target))) {
             return "send: " + c.error();
         }
         auto r = c.read_response();
@@ -264,6 +269,18 @@ TEST_P(client_stream_test, destroying_the_stream_mid_body_cancels_the_call_and_c
     EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; })) << client_->stats().open;
     EXPECT_EQ(client_->stats().completed, 0u);
     EXPECT_TRUE(wait_until([&] { return client_->stats().failures(client_errc::cancelled) == 1; }));
+}
+
+TEST_P(client_stream_test, cancel_mid_body_ends_the_body_with_cancelled_and_closes_the_connection) {
+    cs_upstream_script script{.total = std::size_t{1} << 30};
+    fake_upstream up([&](upstream_conn& c) { script.run(c); });
+    start(up.address());
+    gate_->open();
+    const std::string answer = read_answer("/read?cancel=2");
+    EXPECT_NE(answer.find(error_text(client_errc::cancelled)), std::string::npos) << answer;
+    EXPECT_TRUE(wait_until([&] { return script.write_failed.load() || script.saw_close.load(); }))
+        << "the upstream connection stayed open";
+    EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; })) << client_->stats().open;
 }
 
 TEST_P(client_stream_test, a_pending_next_completes_with_cancelled_when_the_client_leaves) {
