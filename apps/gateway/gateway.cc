@@ -1,5 +1,7 @@
 #include "gateway.h"
 
+#include <charconv>
+
 #include <sluice/forwarding.h>
 
 namespace gateway {
@@ -57,6 +59,19 @@ sluice::response downstream_response(const sluice::result<sluice::client_respons
         out.status(502).text("Bad Gateway: " + ec.message() + "\n");
     }
     return out;
+}
+
+std::optional<std::uint64_t> upstream_length(const sluice::client_response& head) {
+    const auto v = head.header("Content-Length");
+    if (!v) {
+        return std::nullopt;
+    }
+    std::uint64_t n = 0;
+    const auto r = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (r.ec != std::errc{} || r.ptr != v->data() + v->size()) {
+        return std::nullopt; // not a length this relay can vouch for: chunked downstream
+    }
+    return n;
 }
 
 } // namespace gateway

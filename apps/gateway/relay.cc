@@ -1,7 +1,6 @@
 // The streamed relay of one upstream response (see relay.h).
 #include "relay.h"
 
-#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -21,21 +20,6 @@ using sluice::client_response;
 using sluice::exchange;
 
 constexpr const char* relay_attribute = "gateway.relay";
-
-/// The upstream's Content-Length, when its body is framed by one (the client checked it: one
-/// value, digits only, no Transfer-Encoding beside it).
-std::optional<std::uint64_t> upstream_length(const client_response& head) {
-    const auto v = head.header("Content-Length");
-    if (!v) {
-        return std::nullopt;
-    }
-    std::uint64_t n = 0;
-    const auto r = std::from_chars(v->data(), v->data() + v->size(), n);
-    if (r.ec != std::errc{} || r.ptr != v->data() + v->size()) {
-        return std::nullopt; // not a length this relay can vouch for: chunked downstream
-    }
-    return n;
-}
 
 } // namespace
 

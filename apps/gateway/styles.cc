@@ -4,22 +4,27 @@
 //           per request in flight, so run it with --backend blocking and enough threads
 //   async   suspend, the callback completes the exchange (Jetty's complete style, Netty)
 //   resume  suspend, the callback resumes the handler, which writes the result (Jetty's resume)
-//   co      a coroutine: co_await the call, then write the result
+//   co      a coroutine: co_await the head, then each piece of the body, write it, co_await
+//           the downstream drain
 //
 // In the three asynchronous styles no thread waits for the upstream: the exchange is
 // suspended and the call is a few hundred bytes of state on the loop. When the exchange ends
 // first (client gone, async timeout, stop) the call is cancelled and its connection closed.
 //
-// async and resume stream the upstream body through relay.h with backpressure (bounded memory
-// whatever the size); sync and co buffer it whole (max_response_bytes): sync because its
-// thread waits anyway, co because the client has no awaitable body stream yet (a coroutine can
-// await the downstream drain, sluice::drained, but not the upstream's next piece; docs/gateway.md).
+// async, resume and co stream the upstream body with backpressure (bounded memory whatever the
+// size): async and resume through relay.h's callbacks and mutex, co in a plain loop over
+// client::stream and sluice::drained (the coroutine holds one piece; the client pauses the
+// upstream while the coroutine waits for the drain). sync buffers the body whole
+// (max_response_bytes): its thread waits anyway (docs/gateway.md).
 #include <algorithm>
 #include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
+
+#include <sluice/forwarding.h>
 
 #include "gateway.h"
 #include "relay.h"
@@ -76,9 +81,34 @@ sluice::handler co_style(gateway& g, std::string path) {
             co_return;
         }
         // Cancelled with the exchange (the async_op contract): the result is then not sent.
-        const result<client_response> r =
-            co_await g.api.async_send(ex.executor(), upstream_request(ex, path, body_hold::take));
-        ex.response() = downstream_response(r);
+        result<sluice::client_body_stream> s =
+            co_await g.api.stream(ex.executor(), upstream_request(ex, path, body_hold::take));
+        if (!s) {
+            ex.response() = downstream_response(result<client_response>(s.error()));
+            co_return;
+        }
+        sluice::copy_response(s->head(), ex.response());
+        if (const auto n = upstream_length(s->head())) {
+            ex.response().content_length(*n); // the upstream's framing, as relay.cc
+        }
+        bool head_out = false;
+        while (auto piece = co_await s->next()) {
+            ex.response().write(*piece);
+            if (co_await sluice::drained(ex)) {
+                co_return; // the exchange ended: leaving destroys s, which cancels the upstream call
+            }
+            head_out = true;
+        }
+        if (!s->error() || s->error() == std::errc::operation_canceled) {
+            co_return; // the whole body went out (the stream ends), or the exchange has ended
+        }
+        if (!head_out) {
+            ex.response() = downstream_response(result<client_response>(s->error()));
+            co_return;
+        }
+        // The head went out and the body was cut upstream: the downstream client must see a cut
+        // stream, not a clean end. A coroutine that throws after the head went out does that.
+        throw std::runtime_error("upstream body cut: " + s->error().message());
     });
 }
 

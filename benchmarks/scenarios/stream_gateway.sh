@@ -11,9 +11,9 @@
 # 50 ms. Growth = the peak during the transfer minus VmRSS after a WARMUP_BYTES warm-up request read at
 # full speed (it opens the upstream connection and touches the drivers' fixed, per-loop receive
 # buffer pools, which io_uring maps page by page on first use). The
-# sync and co styles buffer the body whole (docs/gateway.md), so they are not cases here.
+# sync style buffers the body whole (docs/gateway.md), so it is not a case here.
 #
-# Environment (defaults): CASES ("epoll:async epoll:resume uring:async uring:resume"),
+# Environment (defaults): CASES ("epoll:async epoll:resume epoll:co uring:async uring:resume uring:co"),
 # BYTES (104857600), RATE_MBPS (20), WARMUP_BYTES (67108864), BIN_DIR (build/release/bin), RESULTS_DIR
 # (benchmarks/results). Every process started here is stopped by PID on exit; each case is
 # bounded by a timeout (BYTES / rate + 60 s).
@@ -23,7 +23,7 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPO_ROOT=$(cd "$BENCH_DIR/.." && pwd)
 BIN_DIR=${BIN_DIR:-$REPO_ROOT/build/release/bin}
 RESULTS_DIR=${RESULTS_DIR:-$BENCH_DIR/results}
-CASES=${CASES:-"epoll:async epoll:resume uring:async uring:resume"}
+CASES=${CASES:-"epoll:async epoll:resume epoll:co uring:async uring:resume uring:co"}
 BYTES=${BYTES:-104857600}
 RATE_MBPS=${RATE_MBPS:-20}
 WARMUP_BYTES=${WARMUP_BYTES:-67108864}

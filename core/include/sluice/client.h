@@ -12,6 +12,9 @@
 //   // streaming: the head, then the body piece by piece, with backpressure (pause_body)
 //   sluice::client_call c = api.send_streaming(ex.executor(), {.target = "/bytes?n=1000000"},
 //       {.on_head = ..., .on_body = [](std::string_view piece) {...}, .on_end = [](std::error_code) {...}});
+//   // streaming in a coroutine: the same, awaited (client_stream.h)
+//   sluice::result<sluice::client_body_stream> s = co_await api.stream(ex.executor(), std::move(req));
+//   while (auto piece = co_await s->next()) {...}
 //
 // One implementation under the three styles (docs/client.md):
 // - A call runs on a reactor loop: the executor's own loop when it is a reactor loop (epoll,
@@ -54,6 +57,8 @@ class client_core;
 class client_call_state;
 class upstream_state;
 } // namespace detail
+
+class client_body_stream; // client_stream.h
 
 /// Why a client call failed. Each is distinct, so a gateway can answer 502 or 504.
 enum class client_errc {
@@ -317,6 +322,13 @@ public:
     /// to the pool only after a body that ended cleanly; cancel() closes it.
     client_call send_streaming(const executor& on, client_request request, client_stream_handler handler);
 
+    /// The streaming style in a coroutine: `co_await client.stream(ex.executor(), req)` gives the
+    /// head as a client_body_stream, whose next() gives the body piece by piece with
+    /// backpressure (client_stream.h). It is send_streaming underneath. The await fails as
+    /// async_send's does: a client_errc, or std::errc::operation_canceled when the exchange
+    /// ended first (the call is then cancelled, its connection closed).
+    async_op<client_body_stream> stream(const executor& on, client_request request);
+
     /// The blocking style: runs the call on the client's own loop and waits for it. Thread-safe.
     /// Called on a reactor loop it blocks that loop for the whole call (the watchdog names it).
     result<client_response> send_blocking(client_request request);
@@ -332,3 +344,6 @@ private:
 
 template <>
 struct std::is_error_code_enum<sluice::client_errc> : std::true_type {};
+
+// client::stream's result type; after everything above, which it uses.
+#include <sluice/client_stream.h>

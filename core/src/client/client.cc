@@ -4,6 +4,7 @@
 #include <sluice/client.h>
 #include <sluice/request.h>
 
+#include "client/body_stream_state.h"
 #include "client/client_connection.h"
 #include "client/client_core.h"
 #include "exchange/exchange_access.h"
@@ -150,8 +151,10 @@ async_op<client_response> client::async_send(const executor& on, client_request 
         });
 }
 
-client_call client::send_streaming(const executor& on, client_request request,
-                                   client_stream_handler handler) {
+namespace {
+
+client_call start_streamed(client_core& core, const executor& on, client_request request,
+                           client_stream_handler handler) {
     auto h = std::make_shared<client_stream_handler>(std::move(handler));
     // Inline on the call's loop, after the last on_body: the pieces were lent, so the handler
     // runs where they arrive, and its end must not overtake them.
@@ -168,7 +171,25 @@ client_call client::send_streaming(const executor& on, client_request request,
     if (!h->on_body) {
         h->on_body = [](std::string_view) {};
     }
-    return start_call(*core_, on, std::move(request), std::move(deliver), h);
+    return start_call(core, on, std::move(request), std::move(deliver), h);
+}
+
+} // namespace
+
+client_call client::send_streaming(const executor& on, client_request request,
+                                   client_stream_handler handler) {
+    return start_streamed(*core_, on, std::move(request), std::move(handler));
+}
+
+async_op<client_body_stream> client::stream(const executor& on, client_request request) {
+    return async_op<client_body_stream>(
+        [core = core_, on, request = std::move(request)](completion<client_body_stream> done) mutable {
+            auto s = std::make_shared<detail::body_stream_state>(done);
+            client_call call = start_streamed(*core, on, std::move(request), s->handler());
+            s->set_call(call);
+            // The exchange ended before the head: the upstream connection is closed, nothing waits.
+            done.on_cancel([call] { call.cancel(); });
+        });
 }
 
 result<client_response> client::send_blocking(client_request request) {
