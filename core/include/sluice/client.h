@@ -5,8 +5,9 @@
 //   // callback style: `done` runs on ex's loop
 //   api.send(ex.executor(), {.method = "GET", .target = "/work"},
 //   [ctx](sluice::result<sluice::client_response> r) {...});
-//   // coroutine style
-//   sluice::result<sluice::client_response> r = co_await api.async_send(ex.executor(), {.target = "/files"});
+//   // coroutine style (the request named, not braced inside co_await: GCC 12, client_stream.h)
+//   sluice::client_request files{.target = "/files"};
+//   sluice::result<sluice::client_response> r = co_await api.async_send(ex.executor(), std::move(files));
 //   // blocking style (sync handlers; on an inline reactor loop this stalls the loop)
 //   sluice::result<sluice::client_response> r = api.send_blocking({.target = "/files"});
 //   // streaming: the head, then the body piece by piece, with backpressure (pause_body)
