@@ -38,7 +38,8 @@ public:
 
     client_call_state(client_request r, deliver_fn d) : request(std::move(r)), deliver(std::move(d)) {}
 
-    // Set before the call is posted to its loop; constant afterwards.
+    // Set before the call is posted to its loop; constant afterwards, except that the pool
+    // drops request.headers on the loop once the head is written (client_pool::submit).
     client_request request;
     /// Runs on the call's loop. A buffered call's posts the outcome to the caller's executor; a
     /// streamed call's runs the handler's on_end inline, after its on_head / on_body.

@@ -69,6 +69,9 @@ void client_pool::submit(std::shared_ptr<client_call_state> call) noexcept {
             deliver(call, result<client_response>(e));
             return;
         }
+        // The head holds them now (a retry resends the head): a call waiting seconds for its
+        // upstream does not keep a second copy of every header.
+        std::vector<client_header>().swap(call->request.headers);
     } catch (...) {
         deliver(call, result<client_response>(client_errc::invalid_request));
         return;

@@ -88,6 +88,10 @@ std::error_code write_request_head(const client_request& req, std::string_view d
     }
     const std::string_view* host = nullptr;
     std::string_view own_host;
+    // The head stays in memory while the call is in flight (a retry resends it): one
+    // allocation of its exact size (an upper bound: hop-by-hop headers are counted too) rather
+    // than the doublings of appending, which for a 3-s upstream were ~240 bytes per request.
+    std::size_t size = req.method.size() + req.target.size() + 64; // line, Host, Content-Length
     for (const auto& h : req.headers) {
         if (!is_token(h.name) || !is_safe_value(h.value)) {
             return client_errc::invalid_request;
@@ -96,7 +100,10 @@ std::error_code write_request_head(const client_request& req, std::string_view d
             own_host = h.value;
             host = &own_host;
         }
+        size += h.name.size() + h.value.size() + 4;
     }
+    size += host != nullptr ? host->size() : default_host.size();
+    out.reserve(out.size() + size);
     out.append(req.method).append(" ").append(req.target).append(" HTTP/1.1\r\nHost: ");
     out.append(host != nullptr ? *host : default_host).append("\r\n");
     for (const auto& h : req.headers) {
