@@ -34,6 +34,7 @@ constexpr std::array builtin_flags{
     flag_spec{"dispatch", flag_action::set_key, "dispatch"},
     flag_spec{"worker-threads", flag_action::set_key, "worker_threads"},
     flag_spec{"threads", flag_action::set_key, "blocking.threads"},
+    flag_spec{"tls-listen", flag_action::set_key, "tls.listen"},
     flag_spec{
         "config", flag_action::config_file, {}, "FILE", "TOML configuration file (default: $SLUICE_CONFIG)"},
     flag_spec{

@@ -485,6 +485,9 @@ constexpr std::array keys{
              store_verify_client, load_verify_client),
     enum_key("tls.ktls", "true|false", "kernel TLS when the kernel and OpenSSL offer it (probed at start)",
              store_ktls, load_ktls),
+    string_key<check_optional_listen, &config::tls, &tls_config::listen>(
+        "tls.listen", "HOST:PORT",
+        "a second listener speaking TLS while listen stays plaintext; empty = off"),
 };
 
 std::string range_text(const key_spec& k) {
@@ -720,6 +723,36 @@ void validate_tls_extras(const tls_config& tls) {
     }
 }
 
+// Whether two listen values name one socket: the same port (not 0, which the kernel picks
+// afresh for each) on the same host, or on all interfaces, which include every host.
+bool same_listener(const std::string& a_text, const std::string& b_text) {
+    const listen_address a = parse_listen(a_text);
+    const listen_address b = parse_listen(b_text);
+    return a.port != 0 && a.port == b.port && (a.host == b.host || a.host.empty() || b.host.empty());
+}
+
+void validate_tls_listen(const config& cfg) {
+    if (cfg.tls.listen.empty()) {
+        return;
+    }
+    // A TLS listener without a certificate could only fail every handshake; and serving
+    // plaintext there instead would betray clients told to expect TLS.
+    if (cfg.tls.cert.empty()) {
+        throw startup_error("tls.listen",
+                            "needs tls.cert and tls.key (the TLS listener's certificate), got " +
+                                quoted(cfg.tls.listen) + " without them");
+    }
+    // One socket cannot be both plaintext and TLS, nor public and admin.
+    if (same_listener(cfg.tls.listen, cfg.listen)) {
+        throw startup_error("tls.listen",
+                            "must differ from listen (" + cfg.listen + "), got " + quoted(cfg.tls.listen));
+    }
+    if (!cfg.admin.listen.empty() && same_listener(cfg.tls.listen, cfg.admin.listen)) {
+        throw startup_error("tls.listen", "must differ from admin.listen (" + cfg.admin.listen + "), got " +
+                                              quoted(cfg.tls.listen));
+    }
+}
+
 } // namespace
 
 listen_address parse_listen(std::string_view text) {
@@ -765,15 +798,11 @@ void validate_config(const config& cfg) {
     validate_tls_extras(cfg.tls);
     // Probes and scrapes on the public port would be reachable by every client and would
     // compete with traffic: the admin listener has an address of its own.
-    if (!cfg.admin.listen.empty()) {
-        const listen_address pub = parse_listen(cfg.listen);
-        const listen_address adm = parse_listen(cfg.admin.listen);
-        if (adm.port != 0 && adm.port == pub.port &&
-            (adm.host == pub.host || adm.host.empty() || pub.host.empty())) {
-            throw startup_error("admin.listen", "must differ from listen (" + cfg.listen + "), got " +
-                                                    quoted(cfg.admin.listen));
-        }
+    if (!cfg.admin.listen.empty() && same_listener(cfg.admin.listen, cfg.listen)) {
+        throw startup_error("admin.listen",
+                            "must differ from listen (" + cfg.listen + "), got " + quoted(cfg.admin.listen));
     }
+    validate_tls_listen(cfg);
 }
 
 void apply_config_env(config& cfg, std::span<const char* const> environment) {

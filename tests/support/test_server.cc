@@ -47,7 +47,8 @@ void test_server::start() {
     before_start_.clear();
     server_->start();
     if (!cfg_.tls.cert.empty()) {
-        tls_port_ = server_->port();
+        // With tls.listen, port() stays plaintext and only the second port speaks TLS.
+        tls_port_ = cfg_.tls.listen.empty() ? server_->port() : server_->tls_port();
         register_tls_port(tls_port_, cfg_.tls.cert); // self-signed: the certificate is its own CA
     }
 }

@@ -174,6 +174,8 @@ inline const std::vector<key_case>& every_key() {
         {"tls.verify_client", "require", "\"require\"",
          [](const config& c) { return c.tls.verify_client == tls_verify_client::require; }},
         {"tls.ktls", "true", "true", [](const config& c) { return c.tls.ktls; }},
+        {"tls.listen", "127.0.0.1:8443", "\"127.0.0.1:8443\"",
+         [](const config& c) { return c.tls.listen == "127.0.0.1:8443"; }},
     };
     return cases;
 }

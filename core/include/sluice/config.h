@@ -66,7 +66,9 @@ enum class tls_verify_client {
 };
 
 struct tls_config {
-    std::string cert;                ///< PEM certificate chain file; set: the listener speaks TLS only
+    /// PEM certificate chain file. Set without `listen`: the one listener (config::listen) speaks
+    /// TLS only. Set with `listen`: config::listen stays plaintext and `listen` speaks TLS.
+    std::string cert;
     std::string key;                 ///< PEM private key file (unencrypted)
     std::string min_version = "1.2"; ///< "1.2" or "1.3"
     std::string ciphers;             ///< TLS 1.2 cipher list (OpenSSL syntax); "" = ECDHE + AEAD only
@@ -78,6 +80,10 @@ struct tls_config {
     std::string client_ca; ///< PEM file of the CAs client certificates must chain to
     tls_verify_client verify_client = tls_verify_client::off;
     bool ktls = false; ///< try kernel TLS (probed at start; userspace TLS when unavailable)
+    /// A second listener, "host:port" as config::listen, that speaks TLS while config::listen
+    /// stays plaintext (nginx's `listen 80; listen 443 ssl;`): the same routes, loops and
+    /// limits. "" = off. Needs cert; never the address of config::listen or admin.listen.
+    std::string listen;
 };
 
 /// The admin listener (docs/operations.md): /metrics, /healthz, /readyz on an address of its own,
@@ -171,7 +177,8 @@ struct command_line {
 
 /// The whole pipeline: defaults → --config file (or SLUICE_CONFIG) → environment → flags.
 /// Flags: --backend, --listen, --io-threads, --dispatch, --worker-threads, --threads
-/// (blocking.threads), --config, --set key=value, --help, and the app's own options.
+/// (blocking.threads), --tls-listen (tls.listen), --config, --set key=value, --help, and the
+/// app's own options.
 /// Both "--flag value" and "--flag=value" work. Throws startup_error on anything bad.
 command_line parse_command_line(int argc, const char* const* argv, std::span<const char* const> environment,
                                 std::span<const app_option> app_options = {},

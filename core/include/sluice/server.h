@@ -111,8 +111,12 @@ public:
     /// The admin listener's bound port (admin.listen), 0 when it is off.
     std::uint16_t admin_port() const noexcept;
 
-    /// The bound port (useful with "listen = 127.0.0.1:0").
+    /// The bound port of `listen` (useful with "listen = 127.0.0.1:0"): plaintext when
+    /// tls.listen is set, else TLS when tls.cert is set.
     std::uint16_t port() const noexcept;
+    /// The bound port of tls.listen, the TLS listener beside the plaintext one; 0 when tls.listen
+    /// is unset (then port() is the only listener, TLS or not).
+    std::uint16_t tls_port() const noexcept;
     /// The backend in use ("epoll"), after start().
     std::string_view backend_name() const noexcept;
     const config& settings() const noexcept;

@@ -131,7 +131,8 @@ received_listeners receive_listeners(int sock, handover_deadline deadline) {
     }
     for (std::size_t i = 0; i < roles.size(); ++i) {
         const char r = roles[i];
-        if (r != static_cast<char>(listener_role::main) && r != static_cast<char>(listener_role::admin)) {
+        if (r != static_cast<char>(listener_role::main) && r != static_cast<char>(listener_role::admin) &&
+            r != static_cast<char>(listener_role::tls)) {
             return fail("the hand-over message names an unknown listener kind");
         }
         out.fds.push_back({static_cast<listener_role>(r), fds[i]});

@@ -22,8 +22,10 @@
 
 namespace sluice::detail {
 
-/// Which listener an fd is: a letter on the wire.
-enum class listener_role : char { main = 'L', admin = 'A' };
+/// Which listener an fd is: a letter on the wire. 'T' (tls.listen) came after 'L' and 'A': a
+/// process that predates it refuses a message with one (its start fails naming handover_socket
+/// and the old server keeps serving); it never takes a TLS socket for a plaintext one.
+enum class listener_role : char { main = 'L', admin = 'A', tls = 'T' };
 
 struct handed_fd {
     listener_role role = listener_role::main;

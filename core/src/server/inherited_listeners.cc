@@ -91,7 +91,7 @@ std::string check_inherited(int fd, const socket_address& want) {
 }
 
 std::vector<handed_fd> systemd_listeners(std::span<const char* const> environment, const socket_address& main,
-                                         const socket_address* admin) {
+                                         const socket_address* admin, const socket_address* tls) {
     const char* pid_text = find_env(environment, "LISTEN_PID");
     const char* count_text = find_env(environment, "LISTEN_FDS");
     if (pid_text == nullptr || count_text == nullptr) {
@@ -127,10 +127,17 @@ std::vector<handed_fd> systemd_listeners(std::span<const char* const> environmen
     std::vector<handed_fd> out;
     for (int i = 0; i < count; ++i) {
         const int fd = first_listen_fd + i;
-        const bool named_admin =
-            static_cast<std::size_t>(i) < name_of.size() && name_of[static_cast<std::size_t>(i)] == "admin";
+        const std::string_view name =
+            static_cast<std::size_t>(i) < name_of.size() ? name_of[static_cast<std::size_t>(i)] : "";
         const bool admin_by_address = admin != nullptr && matches(fd, *admin) && !matches(fd, main);
-        out.push_back({named_admin || admin_by_address ? listener_role::admin : listener_role::main, fd});
+        const bool tls_by_address = tls != nullptr && matches(fd, *tls) && !matches(fd, main);
+        listener_role role = listener_role::main;
+        if (name == "admin" || admin_by_address) {
+            role = listener_role::admin;
+        } else if (name == "tls" || tls_by_address) {
+            role = listener_role::tls;
+        }
+        out.push_back({role, fd});
     }
     return out;
 }

@@ -80,7 +80,7 @@ void listener::on_io(const io::completion& c) noexcept {
     }
 }
 
-void adopt_connection(loop_context& lc, int fd) noexcept {
+void adopt_connection(loop_context& lc, int fd, listener_kind kind) noexcept {
     if (lc.server.open_connections.fetch_add(1, std::memory_order_relaxed) >=
         lc.server.cfg.limits.max_connections) {
         lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
@@ -93,7 +93,16 @@ void adopt_connection(loop_context& lc, int fd) noexcept {
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     lc.counters.add(lc.counters.accepted, 1);
-    if (lc.tls != nullptr && lc.tls->adopt_server(fd) < 0) {
+    // The one place a connection becomes TLS: by the socket it was accepted on, never by what
+    // it sends (a plaintext port that sniffed for TLS would let a client pick its protocol).
+    // lc.tls is set on every loop of a server with tls.cert; a TLS listener exists only then.
+    tls_driver* const tls = kind == listener_kind::tls ? lc.tls : nullptr;
+    if (kind == listener_kind::tls && tls == nullptr) {
+        lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
+        ::close(fd); // never served as plaintext: the server was not given a certificate
+        return;
+    }
+    if (tls != nullptr && tls->adopt_server(fd) < 0) {
         lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
         ::close(fd);
         return;
@@ -102,8 +111,8 @@ void adopt_connection(loop_context& lc, int fd) noexcept {
     try {
         c = new connection(lc, fd, peer_address(fd));
     } catch (const std::bad_alloc&) {
-        if (lc.tls != nullptr) {
-            lc.tls->forget(fd);
+        if (tls != nullptr) {
+            tls->forget(fd);
         }
         lc.server.open_connections.fetch_sub(1, std::memory_order_relaxed);
         ::close(fd);

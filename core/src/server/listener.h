@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "loop/loop.h"
+#include "server/listen_plan.h"
 
 namespace sluice::detail {
 
@@ -37,8 +38,10 @@ private:
 };
 
 /// Sets per-connection socket options and wraps the socket in a connection on lc's loop,
-/// or closes it at once when limits.max_connections is reached.
+/// or closes it at once when limits.max_connections is reached. `kind` is what the listener
+/// that accepted fd speaks: a TLS one's connections go through the loop's TLS driver, a
+/// plaintext one's straight to the backend's (docs/tls.md, "Plaintext and TLS in one server").
 class loop_context;
-void adopt_connection(loop_context& lc, int fd) noexcept;
+void adopt_connection(loop_context& lc, int fd, listener_kind kind) noexcept;
 
 } // namespace sluice::detail

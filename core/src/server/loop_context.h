@@ -95,7 +95,8 @@ public:
     std::vector<router::param> params;        ///< scratch for route matching
     std::unique_ptr<request_metrics> metrics; ///< when the admin listener is on
     access_queue* access = nullptr;           ///< when the access log is on
-    /// The loop's driver when the listener speaks TLS (it wraps the backend's), else null.
+    /// The loop's driver when a listener of the server speaks TLS (it wraps the backend's), else
+    /// null. Only connections accepted on a TLS listener are adopted by it (listener_kind).
     tls_driver* tls = nullptr;
 
     /// Whether exchanges are recorded (metrics or access log): the request path reads the

@@ -26,7 +26,9 @@ std::string loop_thread::open(const io::backend& b, server_context& server, unsi
     loop = std::make_unique<detail::loop>(std::move(driver), server.log, index);
     loop->set_tls(tls);
     ctx = std::make_unique<loop_context>(*loop, server);
-    ctx->tls = server.tls != nullptr ? tls : nullptr; // the listener adopts only when it speaks TLS
+    // Connections of a TLS listener only are adopted (adopt_connection): with tls.listen, the
+    // plaintext listener's share this loop and pass through the driver untouched.
+    ctx->tls = server.tls != nullptr ? tls : nullptr;
     return "";
 }
 

@@ -2,6 +2,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <future>
 #include <memory>
 #include <string>
@@ -35,24 +36,31 @@ public:
     ~reactor_runtime() override {
         stop();
         join();
-        for (int fd : pending_fds_) {
-            ::close(fd);
+        for (const listening_socket& s : pending_) {
+            ::close(s.fd);
         }
     }
 
-    void start(const socket_address& addr, std::vector<int> adopted) override {
+    void start(listen_plan plan) override {
         const unsigned n = ctx_.cfg.io_threads;
-        // Owned here until the loops take them: the destructor closes what a failed start left.
-        pending_fds_ = std::move(adopted);
-        std::vector<std::vector<int>> per_loop(n);
-        if (!pending_fds_.empty()) {
-            adopt(addr, per_loop);
-        } else {
-            bind(addr, per_loop);
+        std::vector<std::vector<listening_socket>> per_loop(n);
+        try {
+            for (std::size_t e = 0; e < plan.size() && e < max_listen_endpoints; ++e) {
+                // Owned here until the loops take them: the destructor closes what a failed start left.
+                const std::size_t first = pending_.size();
+                for (int fd : std::exchange(plan[e].adopted, {})) {
+                    pending_.push_back({fd, plan[e].kind, plan[e].role});
+                }
+                ports_[e] =
+                    pending_.size() > first ? adopt(plan[e], first, per_loop) : bind(plan[e], per_loop);
+            }
+        } catch (...) {
+            close_adopted(plan);
+            throw;
         }
         {
             std::lock_guard lock(mu_);
-            listening_ = pending_fds_;
+            listening_ = pending_;
         }
         slots_.resize(n);
         std::vector<std::future<std::string>> ready;
@@ -69,7 +77,7 @@ public:
                 error = std::move(e);
             }
         }
-        pending_fds_.clear(); // owned by the listeners now (or closed by failed threads)
+        pending_.clear(); // owned by the listeners now (or closed by failed threads)
         if (!error.empty()) {
             stop();
             join();
@@ -77,7 +85,7 @@ public:
         }
     }
 
-    std::vector<int> listening_fds() const override {
+    std::vector<listening_socket> listening_sockets() const override {
         std::lock_guard lock(mu_);
         return listening_;
     }
@@ -99,7 +107,9 @@ public:
         }
     }
 
-    std::uint16_t port() const noexcept override { return port_; }
+    std::uint16_t port(std::size_t endpoint) const noexcept override {
+        return endpoint < ports_.size() ? ports_[endpoint] : 0;
+    }
 
     server_stats stats() const noexcept override {
         server_stats st;
@@ -142,68 +152,78 @@ private:
 
     // Every loop gets its own SO_REUSEPORT socket: the kernel spreads connections, and no
     // loop ever touches another's listener. Bound here, so that errors are startup errors.
-    void bind(const socket_address& addr, std::vector<std::vector<int>>& per_loop) {
+    // Returns the bound port.
+    std::uint16_t bind(const listen_endpoint& e, std::vector<std::vector<listening_socket>>& per_loop) {
         const auto n = static_cast<unsigned>(per_loop.size());
         // SO_REUSEPORT would also let us join a port that another process (of the same user)
         // holds with SO_REUSEPORT: a plain bind first makes "address in use" an error instead.
-        if (n > 1 && port_of(addr) != 0) {
-            ::close(open_listener(addr, reuse_port::no, 1));
+        if (n > 1 && port_of(e.addr) != 0) {
+            ::close(open_endpoint_listener(e, e.addr, reuse_port::no, 1));
         }
+        std::uint16_t port = 0;
         for (unsigned i = 0; i < n; ++i) {
-            socket_address a = addr;
+            socket_address a = e.addr;
             if (i > 0) {
-                set_port(a, port_);
+                set_port(a, port);
             }
-            pending_fds_.push_back(open_listener(a, n > 1 ? reuse_port::yes : reuse_port::no, 4096));
-            per_loop[i].push_back(pending_fds_.back());
+            pending_.push_back({open_endpoint_listener(e, a, n > 1 ? reuse_port::yes : reuse_port::no, 4096),
+                                e.kind, e.role});
+            per_loop[i].push_back(pending_.back());
             if (i == 0) {
-                port_ = bound_port(pending_fds_.back());
+                port = bound_port(pending_.back().fd);
             }
         }
+        return port;
     }
 
     // Inherited sockets: each has a kernel queue of its own that may already hold connections,
     // so every one of them must be accepted from (a socket nobody accepts on would hold its
     // queue until the old process closes, and then reset it). Spread over the loops; a loop
     // left without one joins the SO_REUSEPORT group with a new socket when the group allows it.
-    void adopt(const socket_address& addr, std::vector<std::vector<int>>& per_loop) {
+    // The inherited sockets of endpoint e are pending_[first..]. Returns their port. Each
+    // endpoint is spread over the loops on its own: every loop accepts on each address.
+    std::uint16_t adopt(const listen_endpoint& e, std::size_t first,
+                        std::vector<std::vector<listening_socket>>& per_loop) {
         const auto n = static_cast<unsigned>(per_loop.size());
-        const std::size_t inherited = pending_fds_.size();
+        const std::size_t inherited = pending_.size() - first;
+        std::vector<bool> has(n, false);
         for (std::size_t j = 0; j < inherited; ++j) {
-            per_loop[j % n].push_back(pending_fds_[j]);
+            per_loop[j % n].push_back(pending_[first + j]);
+            has[j % n] = true;
         }
-        port_ = bound_port(pending_fds_.front());
+        const std::uint16_t port = bound_port(pending_[first].fd);
         int reuse = 0;
         socklen_t len = sizeof reuse;
-        ::getsockopt(pending_fds_.front(), SOL_SOCKET, SO_REUSEPORT, &reuse, &len);
+        ::getsockopt(pending_[first].fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &len);
         unsigned idle = 0;
         for (unsigned i = 0; i < n; ++i) {
-            if (!per_loop[i].empty()) {
+            if (has[i]) {
                 continue;
             }
             if (reuse == 0) {
                 ++idle;
                 continue;
             }
-            socket_address a = addr;
-            set_port(a, port_);
-            pending_fds_.push_back(open_listener(a, reuse_port::yes, 4096));
-            per_loop[i].push_back(pending_fds_.back());
+            socket_address a = e.addr;
+            set_port(a, port);
+            pending_.push_back({open_endpoint_listener(e, a, reuse_port::yes, 4096), e.kind, e.role});
+            per_loop[i].push_back(pending_.back());
         }
         // Not "(port N)": tools read the public port from the "listening on" line (admin.cc).
-        ctx_.log.info("adopted {} inherited listening socket{} on port {}{}", inherited,
-                      inherited == 1 ? "" : "s", port_,
+        ctx_.log.info("adopted {} inherited listening socket{} on port {} ({}){}", inherited,
+                      inherited == 1 ? "" : "s", port, e.key,
                       idle == 0 ? std::string()
                                 : ", " + std::to_string(idle) +
                                       " loop(s) without a listener: the inherited socket has no SO_REUSEPORT "
                                       "group to join");
+        return port;
     }
 
-    void run_loop(unsigned i, const std::vector<int>& fds, std::promise<std::string>& ready) {
+    void run_loop(unsigned i, const std::vector<listening_socket>& fds, std::promise<std::string>& ready) {
         const server_thread_mark mark(&ctx_);
         if (std::string error = slots_[i].open(backend_, ctx_, i, mu_); !error.empty()) {
-            for (int fd : fds) {
-                ::close(fd);
+            for (const listening_socket& s : fds) {
+                ::close(s.fd);
             }
             ready.set_value(error);
             return;
@@ -219,17 +239,21 @@ private:
 
     // Runs loop i with a listener on each of fds until the loop ends; false if a listener could
     // not start (reported through ready). The listeners live exactly as long as this frame.
-    bool serve(unsigned i, const std::vector<int>& fds, std::promise<std::string>& ready) {
+    bool serve(unsigned i, const std::vector<listening_socket>& fds, std::promise<std::string>& ready) {
         loop& l = *slots_[i].loop;
         loop_context& lc = *slots_[i].ctx;
         std::vector<std::unique_ptr<listener>> listeners;
         for (std::size_t k = 0; k < fds.size(); ++k) {
             try {
-                listeners.push_back(std::make_unique<listener>(
-                    l, fds[k], [&lc](int conn_fd) { adopt_connection(lc, conn_fd); }));
+                // What the socket speaks is fixed here, per socket: each connection it accepts
+                // is TLS or not accordingly (adopt_connection).
+                listeners.push_back(
+                    std::make_unique<listener>(l, fds[k].fd, [&lc, kind = fds[k].kind](int conn_fd) {
+                        adopt_connection(lc, conn_fd, kind);
+                    }));
             } catch (const std::bad_alloc&) {
                 for (std::size_t rest = k; rest < fds.size(); ++rest) {
-                    ::close(fds[rest]);
+                    ::close(fds[rest].fd);
                 }
                 ready.set_value("out of memory");
                 return false;
@@ -266,9 +290,9 @@ private:
     server_context& ctx_;
     mutable std::mutex mu_;
     std::vector<loop_thread> slots_;
-    std::vector<int> pending_fds_;
-    std::vector<int> listening_; // under mu_: what a hand-over sends
-    std::uint16_t port_ = 0;
+    std::vector<listening_socket> pending_;
+    std::vector<listening_socket> listening_;                 // under mu_: what a hand-over sends
+    std::array<std::uint16_t, max_listen_endpoints> ports_{}; // written by start() only
     bool stopped_ = false;
 };
 

@@ -13,6 +13,7 @@
 #include <sluice/server.h>
 
 #include "metrics/request_metrics.h"
+#include "server/listen_plan.h"
 #include "server/server_context.h"
 #include "server/socket_util.h"
 
@@ -23,18 +24,20 @@ class loop;
 class runtime {
 public:
     virtual ~runtime() = default;
-    /// Creates the drivers on their threads and starts serving; throws startup_error. Accepts on
-    /// `adopted` (listening sockets inherited from systemd or handed over by the server this one
-    /// replaces; owned by the runtime from here on, closed on failure) when it is not empty, or
-    /// binds addr.
-    virtual void start(const socket_address& addr, std::vector<int> adopted) = 0;
-    /// The listening sockets, for a hand-over; valid until stop().
-    virtual std::vector<int> listening_fds() const = 0;
+    /// Creates the drivers on their threads and starts serving; throws startup_error. For each
+    /// endpoint of the plan, accepts on its adopted sockets (inherited from systemd or handed
+    /// over by the server this one replaces; owned by the runtime from here on, closed on
+    /// failure) when there are any, or binds its address. A connection accepted on a TLS
+    /// endpoint's socket goes through the loop's TLS driver; any other does not.
+    virtual void start(listen_plan plan) = 0;
+    /// The listening sockets with what each speaks, for a hand-over; valid until stop().
+    virtual std::vector<listening_socket> listening_sockets() const = 0;
     /// Begins a graceful stop; thread-safe, idempotent.
     virtual void stop() noexcept = 0;
     /// Waits for every thread to end (after stop()).
     virtual void join() = 0;
-    virtual std::uint16_t port() const noexcept = 0;
+    /// The bound port of endpoint `endpoint` of the plan (0: `listen`), 0 if there is none.
+    virtual std::uint16_t port(std::size_t endpoint) const noexcept = 0;
     virtual server_stats stats() const noexcept = 0;
     /// Adds every loop's request figures (admin.listen set) to totals, sized routes + 1.
     virtual void collect(request_totals& totals) const noexcept = 0;

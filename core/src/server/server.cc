@@ -75,8 +75,12 @@ public:
             }
         }
         const socket_address addr = resolve_listen_address(cfg_.listen);
+        std::optional<socket_address> tls_addr;
+        if (!cfg_.tls.listen.empty()) {
+            tls_addr = resolve_endpoint(cfg_.tls.listen, "tls.listen");
+        }
         inherited taken;
-        take_listeners(addr, taken);
+        take_listeners(addr, tls_addr ? &*tls_addr : nullptr, taken);
         ctx_ = std::make_unique<server_context>(cfg_, routes_, log_);
         tls_ = std::move(tls);
         ctx_->tls = tls_.get();
@@ -102,7 +106,7 @@ public:
             if (!cfg_.handover_socket.empty() && !taken.from) {
                 start_handover_endpoint();
             }
-            runtime_->start(addr, std::exchange(taken.main, {}));
+            runtime_->start(listen_plan_of(addr, tls_addr ? &*tls_addr : nullptr, taken));
         } catch (...) {
             handover_.reset();
             ops_.stop();
@@ -136,12 +140,17 @@ public:
         if (backend_->traits.connection_per_thread) {
             log_.info(
                 "listening on {} (port {}): backend {}, {} connection threads, accept queue {}, dispatch {}",
-                cfg_.listen, runtime_->port(), backend_->name, cfg_.blocking.threads,
+                cfg_.listen, runtime_->port(0), backend_->name, cfg_.blocking.threads,
                 cfg_.blocking.accept_queue, dispatch_name());
         } else {
             log_.info("listening on {} (port {}): backend {}, {} I/O thread{}, dispatch {}", cfg_.listen,
-                      runtime_->port(), backend_->name, cfg_.io_threads, cfg_.io_threads == 1 ? "" : "s",
+                      runtime_->port(0), backend_->name, cfg_.io_threads, cfg_.io_threads == 1 ? "" : "s",
                       dispatch_name());
+        }
+        if (tls_addr) {
+            // A line of its own, and not "(port N)": tools read the public port from the line above.
+            log_.info("TLS listener on {} (TLS port {}); {} stays plaintext", cfg_.tls.listen,
+                      runtime_->port(1), cfg_.listen);
         }
     }
 
@@ -202,7 +211,10 @@ public:
         cv_.wait(lock, [this] { return !running_; });
     }
 
-    std::uint16_t port() const noexcept { return runtime_ ? runtime_->port() : 0; }
+    std::uint16_t port() const noexcept { return runtime_ ? runtime_->port(0) : 0; }
+    std::uint16_t tls_port() const noexcept {
+        return runtime_ && !cfg_.tls.listen.empty() ? runtime_->port(1) : 0;
+    }
     std::string_view backend_name() const noexcept { return backend_ ? backend_->name : std::string_view(); }
     const config& settings() const noexcept { return cfg_; }
     const sluice::logger& log() const noexcept { return log_; }
@@ -237,8 +249,17 @@ public:
         std::lock_guard lock(mu_);
         adopted_ = std::move(fds);
     }
+    std::vector<listening_socket> listening_sockets() const {
+        return serving_.load(std::memory_order_acquire) ? runtime_->listening_sockets()
+                                                        : std::vector<listening_socket>{};
+    }
+    // For the admin server's hand-over (server_access): it has `listen` only, plaintext.
     std::vector<int> listening_fds() const {
-        return serving_.load(std::memory_order_acquire) ? runtime_->listening_fds() : std::vector<int>{};
+        std::vector<int> out;
+        for (const listening_socket& s : listening_sockets()) {
+            out.push_back(s.fd);
+        }
+        return out;
     }
     void set_stop_waker(std::function<void()> w) {
         std::lock_guard lock(mu_);
@@ -277,6 +298,7 @@ private:
     struct inherited {
         std::vector<int> main;
         std::vector<int> admin;
+        std::vector<int> tls;
         std::optional<takeover> from; // acknowledged once serving
         inherited() = default;
         inherited(const inherited&) = delete;
@@ -288,12 +310,44 @@ private:
             for (int fd : admin) {
                 ::close(fd);
             }
+            for (int fd : tls) {
+                ::close(fd);
+            }
         }
     };
 
+    static socket_address resolve_endpoint(const std::string& text, const std::string& key) {
+        try {
+            return resolve_listen_address(text);
+        } catch (const startup_error& e) {
+            throw startup_error(key, e.what());
+        }
+    }
+
+    // `listen`, then tls.listen when set: what each speaks, and the sockets inherited for it.
+    listen_plan listen_plan_of(const socket_address& addr, const socket_address* tls_addr, inherited& taken) {
+        listen_plan plan;
+        listen_endpoint main;
+        main.addr = addr;
+        // tls.cert alone: the one listener speaks TLS (and never plaintext, server_context::tls).
+        main.kind = tls_ != nullptr && tls_addr == nullptr ? listener_kind::tls : listener_kind::plain;
+        main.adopted = std::exchange(taken.main, {});
+        plan.push_back(std::move(main));
+        if (tls_addr != nullptr) {
+            listen_endpoint tls;
+            tls.addr = *tls_addr;
+            tls.kind = listener_kind::tls;
+            tls.role = listener_role::tls;
+            tls.key = "tls.listen";
+            tls.adopted = std::exchange(taken.tls, {});
+            plan.push_back(std::move(tls));
+        }
+        return plan;
+    }
+
     // The listening sockets this server does not bind: given by the core (the admin server of a
     // hand-over), inherited from systemd, or handed over by the server at handover_socket.
-    void take_listeners(const socket_address& addr, inherited& out) {
+    void take_listeners(const socket_address& addr, const socket_address* tls_addr, inherited& out) {
         if (!adopted_.empty()) {
             out.main = std::exchange(adopted_, {}); // checked by the server that took them over
             return;
@@ -307,7 +361,7 @@ private:
             }
         }
         std::vector<handed_fd> fds = systemd_listeners(std::span<const char* const>(environ, environ_size()),
-                                                       addr, admin_addr ? &*admin_addr : nullptr);
+                                                       addr, admin_addr ? &*admin_addr : nullptr, tls_addr);
         std::string_view key = "LISTEN_FDS";
         if (fds.empty() && !cfg_.handover_socket.empty()) {
             key = "handover_socket";
@@ -318,8 +372,18 @@ private:
         }
         out.main = fds_of(fds, listener_role::main);
         out.admin = fds_of(fds, listener_role::admin);
+        out.tls = fds_of(fds, listener_role::tls);
         if (fds.empty()) {
             return;
+        }
+        if (tls_addr == nullptr && !out.tls.empty()) {
+            // tls.listen was unset for this start: that listener ends with the old process.
+            log_.info(
+                "{}: a TLS listening socket (tls.listen) was passed, but tls.listen is unset: closing it",
+                key);
+            for (int fd : std::exchange(out.tls, {})) {
+                ::close(fd);
+            }
         }
         if (!admin_addr && !out.admin.empty()) {
             // admin.listen was unset for this start: that listener ends with the old process.
@@ -342,6 +406,12 @@ private:
                 throw startup_error(std::string(key), why + " (admin.listen = " + cfg_.admin.listen + ")");
             }
         }
+        // tls.listen set and no socket passed for it (an old server without it): bound afresh.
+        for (int fd : out.tls) {
+            if (std::string why = check_inherited(fd, *tls_addr); !why.empty()) {
+                throw startup_error(std::string(key), why + " (tls.listen = " + cfg_.tls.listen + ")");
+            }
+        }
     }
 
     static std::size_t environ_size() noexcept {
@@ -357,8 +427,8 @@ private:
             cfg_.handover_socket, log_,
             [this] {
                 std::vector<handed_fd> out;
-                for (int fd : listening_fds()) {
-                    out.push_back({listener_role::main, fd});
+                for (const listening_socket& s : listening_sockets()) {
+                    out.push_back({s.role, s.fd}); // the new process learns which listener each is
                 }
                 if (out.empty()) {
                     return out; // not serving (yet, or any more)
@@ -588,6 +658,9 @@ std::uint16_t server::admin_port() const noexcept {
 
 std::uint16_t server::port() const noexcept {
     return impl_->port();
+}
+std::uint16_t server::tls_port() const noexcept {
+    return impl_->tls_port();
 }
 std::string_view server::backend_name() const noexcept {
     return impl_->backend_name();

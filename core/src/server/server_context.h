@@ -20,10 +20,11 @@ struct server_context {
     const config& cfg;
     const router& routes;
     const logger& log;
-    worker_pool* workers = nullptr;   ///< set when dispatch = pool
-    bool collect_metrics = false;     ///< admin.listen is set: loops count requests per route
-    access_log* access = nullptr;     ///< access_log.path is set
-    const tls_context* tls = nullptr; ///< set when the listener speaks TLS (tls.cert)
+    worker_pool* workers = nullptr; ///< set when dispatch = pool
+    bool collect_metrics = false;   ///< admin.listen is set: loops count requests per route
+    access_log* access = nullptr;   ///< access_log.path is set
+    /// Set when tls.cert is: a listener speaks TLS (`listen`, or tls.listen's beside a plaintext one)
+    const tls_context* tls = nullptr;
 
     /// Connections open across every loop (limits.max_connections).
     std::atomic<std::uint32_t> open_connections{0};

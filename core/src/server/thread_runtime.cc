@@ -18,6 +18,7 @@
 // lost 6,813 of 200,000).
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -38,6 +39,8 @@ namespace sluice::detail {
 
 namespace {
 
+using queued = listening_socket; // an accepted connection, and what the listener that took it speaks
+
 class thread_runtime final : public runtime {
 public:
     thread_runtime(const io::backend& b, server_context& ctx) : backend_(b), ctx_(ctx) {}
@@ -46,22 +49,38 @@ public:
         stop();
         join();
         std::lock_guard lock(mu_);
-        for (int fd : queue_) {
-            ::close(fd);
+        for (const queued& q : queue_) {
+            ::close(q.fd);
         }
     }
 
-    void start(const socket_address& addr, std::vector<int> adopted) override {
-        // One acceptor loop accepts on every socket: inherited ones (each with a kernel queue of
-        // its own that must be emptied), or the one bound here.
-        std::vector<int> fds = std::move(adopted);
-        if (fds.empty()) {
-            fds.push_back(open_listener(addr, reuse_port::no, 4096));
-        } else {
-            ctx_.log.info("adopted {} inherited listening socket{} on port {}", fds.size(),
-                          fds.size() == 1 ? "" : "s", bound_port(fds.front()));
+    void start(listen_plan plan) override {
+        // One acceptor loop accepts on every socket of every endpoint: inherited ones (each with
+        // a kernel queue of its own that must be emptied), or the one bound here.
+        std::vector<listening_socket> fds;
+        try {
+            for (std::size_t e = 0; e < plan.size() && e < max_listen_endpoints; ++e) {
+                const std::size_t first = fds.size();
+                std::vector<int> adopted = std::exchange(plan[e].adopted, {});
+                for (int fd : adopted) {
+                    fds.push_back({fd, plan[e].kind, plan[e].role});
+                }
+                if (adopted.empty()) {
+                    fds.push_back({open_endpoint_listener(plan[e], plan[e].addr, reuse_port::no, 4096),
+                                   plan[e].kind, plan[e].role});
+                } else {
+                    ctx_.log.info("adopted {} inherited listening socket{} on port {} ({})", adopted.size(),
+                                  adopted.size() == 1 ? "" : "s", bound_port(adopted.front()), plan[e].key);
+                }
+                ports_[e] = bound_port(fds[first].fd);
+            }
+        } catch (...) {
+            for (const listening_socket& s : fds) {
+                ::close(s.fd);
+            }
+            close_adopted(plan);
+            throw;
         }
-        port_ = bound_port(fds.front());
         {
             std::lock_guard lock(mu_);
             listening_ = fds;
@@ -122,7 +141,9 @@ public:
         }
     }
 
-    std::uint16_t port() const noexcept override { return port_; }
+    std::uint16_t port(std::size_t endpoint) const noexcept override {
+        return endpoint < ports_.size() ? ports_[endpoint] : 0;
+    }
 
     server_stats stats() const noexcept override {
         server_stats st;
@@ -140,19 +161,19 @@ public:
 
     std::vector<const loop*> watched_loops() const override { return {}; }
 
-    std::vector<int> listening_fds() const override {
+    std::vector<listening_socket> listening_sockets() const override {
         std::lock_guard lock(mu_);
         return listening_;
     }
 
 private:
-    void run_acceptor(const std::vector<int>& fds, std::promise<std::string>& ready) {
+    void run_acceptor(const std::vector<listening_socket>& fds, std::promise<std::string>& ready) {
         const server_thread_mark mark(&ctx_);
         std::string error;
         auto driver = backend_.create(driver_options_for(ctx_, 0), error);
         if (driver == nullptr) {
-            for (int fd : fds) {
-                ::close(fd);
+            for (const listening_socket& s : fds) {
+                ::close(s.fd);
             }
             ready.set_value(error);
             return;
@@ -161,11 +182,15 @@ private:
         std::vector<std::unique_ptr<listener>> listeners;
         for (std::size_t k = 0; k < fds.size(); ++k) {
             try {
+                // The socket's kind rides with each connection through the queue to the thread
+                // that serves it (adopt_connection).
                 listeners.push_back(
-                    std::make_unique<listener>(l, fds[k], [this](int conn_fd) { enqueue(conn_fd); }));
+                    std::make_unique<listener>(l, fds[k].fd, [this, kind = fds[k].kind](int conn_fd) {
+                        enqueue({conn_fd, kind});
+                    }));
             } catch (const std::bad_alloc&) {
                 for (std::size_t rest = k; rest < fds.size(); ++rest) {
-                    ::close(fds[rest]);
+                    ::close(fds[rest].fd);
                 }
                 ready.set_value("out of memory");
                 return;
@@ -215,12 +240,12 @@ private:
 
     // On the acceptor's thread: blocks while accept_queue connections wait (the acceptor stops
     // accepting), or with accept_queue = 0 closes a connection that no idle thread can take.
-    void enqueue(int fd) {
+    void enqueue(queued q) {
         std::unique_lock lock(mu_);
         if (ctx_.cfg.blocking.accept_queue == 0) {
             if (!stopped_ && !has_room()) {
                 lock.unlock();
-                ::close(fd);
+                ::close(q.fd);
                 note_refused();
                 return;
             }
@@ -228,10 +253,10 @@ private:
             space_cv_.wait(lock, [this] { return stopped_ || has_room(); });
         }
         if (stopped_ && !graceful_) {
-            ::close(fd);
+            ::close(q.fd);
             return;
         }
-        queue_.push_back(fd);
+        queue_.push_back(q);
         update_pressure();
         queue_cv_.notify_one();
     }
@@ -281,14 +306,14 @@ private:
         }
         ready.set_value("");
         for (;;) {
-            int fd = -1;
+            queued q;
             {
                 std::unique_lock lock(mu_);
                 queue_cv_.wait(lock, [this] { return workers_stopped_ || !queue_.empty(); });
                 if (workers_stopped_) {
                     break;
                 }
-                fd = queue_.front();
+                q = queue_.front();
                 queue_.pop_front();
                 ++busy_; // the connection moves from the queue to this thread: room is unchanged
                 if (queue_.empty() && acceptor_done_) {
@@ -298,7 +323,7 @@ private:
             // The loop last read the clock before this thread waited for a connection, maybe
             // long ago: the head deadline must run from now.
             l.refresh_clock();
-            adopt_connection(lc, fd);
+            adopt_connection(lc, q.fd, q.kind);
             l.run(loop::run_mode::until_idle);
             {
                 std::lock_guard lock(mu_);
@@ -316,13 +341,13 @@ private:
     mutable std::mutex mu_;
     std::condition_variable queue_cv_;
     std::condition_variable space_cv_;
-    std::deque<int> queue_;
-    std::vector<int> listening_; // under mu_: what a hand-over sends
+    std::deque<queued> queue_;
+    std::vector<listening_socket> listening_; // under mu_: what a hand-over sends
     std::vector<loop_thread> workers_;
     loop* acceptor_ = nullptr;
     std::thread acceptor_thread_;
-    std::uint16_t port_ = 0;
-    std::uint32_t busy_ = 0; // threads serving a connection
+    std::array<std::uint16_t, max_listen_endpoints> ports_{}; // written by start() only
+    std::uint32_t busy_ = 0;                                  // threads serving a connection
     bool stopped_ = false;
     bool graceful_ = false;        // stopped after a hand-over: serve what was accepted
     bool acceptor_done_ = false;   // the acceptor's loop has ended

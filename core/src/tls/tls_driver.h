@@ -63,7 +63,7 @@ class client_tls_context;
 
 class tls_driver final : public io::driver {
 public:
-    /// `server` is the listener's context; null on a loop whose listener speaks plaintext
+    /// `server` is the TLS listener's context; null on a loop of a server without tls.cert
     /// (then only adopt_client() marks descriptors).
     tls_driver(std::unique_ptr<io::driver> inner, const tls_context* server);
     ~tls_driver() override;

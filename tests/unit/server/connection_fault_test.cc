@@ -72,7 +72,7 @@ struct fault_harness {
         drv->send_limit = send_limit;
         drv->fail_at = fail_at;
         drv->peers[100].inbound = fault_script;
-        detail::adopt_connection(*lc, 100);
+        detail::adopt_connection(*lc, 100, detail::listener_kind::plain);
         loop->run(detail::loop::run_mode::until_idle);
         return drv->peers[100].outbound;
     }
@@ -188,7 +188,7 @@ TEST(connection_faults, peer_that_leaves_while_suspended_fires_error_then_comple
     });
     h.drv->peers[100].inbound = "GET /wait HTTP/1.1\r\nHost: a\r\n\r\n";
     h.drv->peers[100].eof_at_end = true;
-    detail::adopt_connection(*h.lc, 100);
+    detail::adopt_connection(*h.lc, 100, detail::listener_kind::plain);
     h.loop->run(detail::loop::run_mode::until_idle);
     EXPECT_EQ(events, (std::vector<std::string>{"error:gone", "complete"}));
     EXPECT_TRUE(kept.is_done());

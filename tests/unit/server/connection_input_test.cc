@@ -64,7 +64,7 @@ TEST(connection_input, pipelined_requests_behind_a_busy_exchange_keep_the_buffer
     h.drv->chunk = 61;
     h.drv->peers[100].inbound = script;
     h.drv->deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    detail::adopt_connection(*h.lc, 100);
+    detail::adopt_connection(*h.lc, 100, detail::listener_kind::plain);
     h.loop->run(detail::loop::run_mode::until_idle);
 
     EXPECT_EQ(h.answered, requests + 1);

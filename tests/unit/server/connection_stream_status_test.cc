@@ -23,7 +23,7 @@ std::string answer(router routes, const std::string& requests) {
     drv.peers[100].inbound = requests;
     detail::loop loop{std::move(d), log, 0};
     detail::loop_context lc{loop, ctx};
-    detail::adopt_connection(lc, 100);
+    detail::adopt_connection(lc, 100, detail::listener_kind::plain);
     loop.run(detail::loop::run_mode::until_idle);
     return drv.peers[100].outbound;
 }

@@ -62,21 +62,25 @@ auto soon(std::chrono::milliseconds d = 2s) {
 TEST(handover_protocol, listeners_and_their_roles_arrive_as_the_same_sockets) {
     const int a = listening_socket();
     const int b = listening_socket();
+    const int t = listening_socket();
     pair p;
-    const handed_fd sent[] = {{listener_role::main, a}, {listener_role::admin, b}};
+    const handed_fd sent[] = {{listener_role::main, a}, {listener_role::admin, b}, {listener_role::tls, t}};
     ASSERT_EQ(detail::send_listeners(p.old_side, sent), 0);
     auto got = detail::receive_listeners(p.new_side, soon());
     ASSERT_EQ(got.error, "");
-    ASSERT_EQ(got.fds.size(), 2u);
+    ASSERT_EQ(got.fds.size(), 3u);
     EXPECT_EQ(got.fds[0].role, listener_role::main);
     EXPECT_EQ(got.fds[1].role, listener_role::admin);
+    EXPECT_EQ(got.fds[2].role, listener_role::tls); // tls.listen's socket stays a TLS one
     EXPECT_NE(got.fds[0].fd, a) << "a new descriptor for the same socket";
     EXPECT_EQ(detail::bound_port(got.fds[0].fd), detail::bound_port(a));
     EXPECT_EQ(detail::bound_port(got.fds[1].fd), detail::bound_port(b));
+    EXPECT_EQ(detail::bound_port(got.fds[2].fd), detail::bound_port(t));
     EXPECT_NE(::fcntl(got.fds[0].fd, F_GETFD) & FD_CLOEXEC, 0) << "received descriptors are close-on-exec";
     detail::close_all(got.fds);
     ::close(a);
     ::close(b);
+    ::close(t);
 }
 
 TEST(handover_protocol, a_peer_that_closes_without_sending_has_left) {

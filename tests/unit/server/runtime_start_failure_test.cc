@@ -39,9 +39,10 @@ struct start_harness {
 };
 
 void expect_start_fails(detail::runtime& rt) {
-    const auto addr = detail::resolve_listen_address("127.0.0.1:0");
+    detail::listen_plan plan(1);
+    plan[0].addr = detail::resolve_listen_address("127.0.0.1:0");
     try {
-        rt.start(addr, {});
+        rt.start(std::move(plan));
         ADD_FAILURE() << "start() succeeded with a driver that refuses accept()";
     } catch (const startup_error& e) {
         EXPECT_NE(std::string(e.what()).find("cannot accept"), std::string::npos) << e.what();
