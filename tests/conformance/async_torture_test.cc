@@ -495,7 +495,7 @@ TEST_P(async_torture_test, random_misuse_from_many_threads) {
     const std::size_t exchanges = env_or("SLUICE_TORTURE_EXCHANGES", 500);
     const std::uint64_t seed =
         base ^
-        std::hash<std::string>{}(backend_param_name(testing::TestParamInfo<backend_param>(GetParam(), 0)));
+        std::hash<std::string>{}(backend_param_name(::testing::TestParamInfo<backend_param>(GetParam(), 0)));
     racers_ = std::make_unique<delay_pool>(racer_threads);
     const auto from = test_clock::now();
     for (int round = 0; round < rounds && !HasFailure(); ++round) {
@@ -505,7 +505,7 @@ TEST_P(async_torture_test, random_misuse_from_many_threads) {
     std::printf(
         "async torture %s: %llu dispatched, %llu async: %llu completed, %llu timed out, %llu errors, "
         "%llu resumes; %lld ms\n",
-        backend_param_name(testing::TestParamInfo<backend_param>(GetParam(), 0)).c_str(),
+        backend_param_name(::testing::TestParamInfo<backend_param>(GetParam(), 0)).c_str(),
         static_cast<unsigned long long>(totals_[0]), static_cast<unsigned long long>(totals_[1]),
         static_cast<unsigned long long>(totals_[2]), static_cast<unsigned long long>(totals_[3]),
         static_cast<unsigned long long>(totals_[4]), static_cast<unsigned long long>(totals_[5]),

@@ -23,7 +23,7 @@ std::string read_file(const std::string& path) {
     return s.str();
 }
 
-class access_log_test : public testing::Test {
+class access_log_test : public ::testing::Test {
 protected:
     void SetUp() override {
         char tmpl[] = "/tmp/sluice_access_log_XXXXXX";

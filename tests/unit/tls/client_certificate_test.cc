@@ -30,7 +30,7 @@ std::string construction_error(const std::string& cert, const std::string& key) 
     return "";
 }
 
-class client_certificate_test : public testing::Test {
+class client_certificate_test : public ::testing::Test {
 protected:
     const test_certs alice_{cert_spec{.common_name = "alice", .san = ""}};
     const test_certs bob_{cert_spec{.common_name = "bob", .san = ""}};

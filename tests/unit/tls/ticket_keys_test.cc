@@ -75,7 +75,7 @@ handshake_result handshake(detail::tls_context& ctx, int version, SSL_SESSION* r
     return out;
 }
 
-class ticket_keys_test : public testing::TestWithParam<int> {};
+class ticket_keys_test : public ::testing::TestWithParam<int> {};
 
 TEST_P(ticket_keys_test, a_ticket_resumes_after_one_rotation_not_after_two) {
     detail::tls_context ctx(shared_test_certs().server_tls());
@@ -126,11 +126,11 @@ TEST_P(ticket_keys_test, a_reload_keeps_tickets_valid) {
     EXPECT_TRUE(after.reused);
 }
 
-std::string version_name(const testing::TestParamInfo<int>& p) {
+std::string version_name(const ::testing::TestParamInfo<int>& p) {
     return p.param == TLS1_2_VERSION ? "tls12" : "tls13";
 }
 
-INSTANTIATE_TEST_SUITE_P(versions, ticket_keys_test, testing::Values(TLS1_2_VERSION, TLS1_3_VERSION),
+INSTANTIATE_TEST_SUITE_P(versions, ticket_keys_test, ::testing::Values(TLS1_2_VERSION, TLS1_3_VERSION),
                          version_name);
 
 } // namespace

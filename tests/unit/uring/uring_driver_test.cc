@@ -68,7 +68,7 @@ struct owner_log {
     int closes = 0;
 };
 
-class uring_driver_test : public testing::TestWithParam<feature_case> {
+class uring_driver_test : public ::testing::TestWithParam<feature_case> {
 protected:
     void SetUp() override {
         io::driver_options o;
@@ -494,8 +494,8 @@ TEST_P(uring_driver_test, many_connections_each_sending_at_once_are_all_heard) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(features, uring_driver_test, testing::ValuesIn(feature_cases),
-                         [](const testing::TestParamInfo<feature_case>& i) {
+INSTANTIATE_TEST_SUITE_P(features, uring_driver_test, ::testing::ValuesIn(feature_cases),
+                         [](const ::testing::TestParamInfo<feature_case>& i) {
                              return std::string(i.param.name);
                          });
 
