@@ -20,6 +20,7 @@
 #include <sluice/coro.h>
 #include <sluice/exchange.h>
 
+#include "support/await_gate.h"
 #include "support/backend_matrix.h"
 #include "support/byte_pattern.h"
 #include "support/error_text.h"
@@ -32,41 +33,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr std::size_t cs_write_bytes = std::size_t{64} * 1024;
-
-/// An await the test thread opens; it opens by itself after 10 s so no coroutine outlives a
-/// failed test.
-class cs_gate {
-public:
-    async_op<void> wait(const exchange& ex) {
-        return async_op<void>([this, loop = ex.executor()](completion<void> done) {
-            {
-                std::lock_guard lock(mu_);
-                if (!open_) {
-                    waiting_ = done;
-                    (void)loop.post_after(10'000ms, [done] { done(); });
-                    return;
-                }
-            }
-            done();
-        });
-    }
-    void open() {
-        std::optional<completion<void>> w;
-        {
-            std::lock_guard lock(mu_);
-            open_ = true;
-            w.swap(waiting_);
-        }
-        if (w) {
-            (*w)();
-        }
-    }
-
-private:
-    std::mutex mu_;
-    bool open_ = false;
-    std::optional<completion<void>> waiting_;
-};
 
 /// What the coroutine saw, for the cases whose downstream client does not read the answer.
 struct cs_seen {
@@ -172,7 +138,7 @@ protected:
 
     std::unique_ptr<client> client_;
     std::shared_ptr<cs_seen> seen_ = std::make_shared<cs_seen>();
-    std::shared_ptr<cs_gate> gate_ = std::make_shared<cs_gate>();
+    std::shared_ptr<await_gate> gate_ = std::make_shared<await_gate>();
 };
 
 TEST_P(client_stream_test, a_body_arrives_whole_in_bounded_pieces_and_the_connection_is_pooled) {

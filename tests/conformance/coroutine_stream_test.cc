@@ -18,6 +18,7 @@
 #include <sluice/drained.h>
 #include <sluice/exchange.h>
 
+#include "support/await_gate.h"
 #include "support/backend_matrix.h"
 #include "support/byte_pattern.h"
 #include "support/paced_reader.h"
@@ -29,41 +30,6 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr std::size_t piece_bytes = std::size_t{64} * 1024;
-
-/// An await the test thread opens; it also opens by itself after 10 s so that no coroutine
-/// outlives a failed test.
-class gate {
-public:
-    async_op<void> wait(const exchange& ex) {
-        return async_op<void>([this, loop = ex.executor()](completion<void> done) {
-            {
-                std::lock_guard lock(mu_);
-                if (!open_) {
-                    waiting_ = done;
-                    (void)loop.post_after(milliseconds(10'000), [done] { done(); });
-                    return;
-                }
-            }
-            done();
-        });
-    }
-    void open() {
-        std::optional<completion<void>> w;
-        {
-            std::lock_guard lock(mu_);
-            open_ = true;
-            w.swap(waiting_);
-        }
-        if (w) {
-            (*w)();
-        }
-    }
-
-private:
-    std::mutex mu_;
-    bool open_ = false;
-    std::optional<completion<void>> waiting_;
-};
 
 struct stream_seen {
     std::atomic<int> awaits{0};
@@ -131,7 +97,7 @@ protected:
     }
 
     std::shared_ptr<stream_seen> seen_ = std::make_shared<stream_seen>();
-    std::shared_ptr<gate> gate_ = std::make_shared<gate>();
+    std::shared_ptr<await_gate> gate_ = std::make_shared<await_gate>();
 };
 
 TEST_P(coroutine_stream_test, a_piece_goes_out_at_the_await_not_when_the_coroutine_ends) {
