@@ -157,6 +157,17 @@ std::function<void()> async_state::take_drain_callback() noexcept {
     return std::exchange(drain_, nullptr);
 }
 
+void async_state::restore_drain_callback(std::function<void()> fn) noexcept {
+    {
+        std::lock_guard lock(mu_);
+        if (phase_ == async_phase::suspended && !drain_) {
+            drain_ = std::move(fn);
+            return;
+        }
+    }
+    // `fn` is destroyed here, outside the lock: it may hold a handle to this state.
+}
+
 bool async_state::drain_wanted() const noexcept {
     std::lock_guard lock(mu_);
     return static_cast<bool>(drain_);

@@ -142,6 +142,10 @@ public:
     std::vector<async_listener> listeners(async_event_kind kind) const;
     /// The on_drained() callback, if one waits and the exchange is suspended (else empty).
     std::function<void()> take_drain_callback() noexcept;
+    /// Puts back a callback taken with take_drain_callback() whose drain has not come after all;
+    /// no signal (the host looks again on its next send completion). Dropped unrun if the
+    /// suspension ended or another callback was registered meanwhile.
+    void restore_drain_callback(std::function<void()> fn) noexcept;
     /// Whether an on_drained() callback waits.
     bool drain_wanted() const noexcept;
     /// Drops a waiting on_drained() callback unrun (the suspension it waited in ended).

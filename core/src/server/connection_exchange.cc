@@ -186,9 +186,25 @@ void connection::check_drained() noexcept {
     if (state_ != state::suspended || output_queued() > output_low_water) {
         return;
     }
-    std::function<void()> fn = exchange_access::state(ex())->take_drain_callback();
+    async_state* st = exchange_access::state(ex());
+    std::function<void()> fn = st->take_drain_callback();
     if (!fn) {
         return;
+    }
+    // A coroutine in sluice::drained() wrote, registered fn, and now waits for it: what it wrote
+    // goes out before the output is measured. on_async_drain_wanted does that, but its signal
+    // can still be in the mailbox when the completion of an earlier send brings us here in the
+    // same loop turn (the completions come first). Taking fn under the state's lock ordered
+    // the writes before this read, and the writer is parked until fn runs.
+    if (auto& res = ex().response(); res.is_streaming() && (!response_access::is_head_sent(res) ||
+                                                            !response_access::pending(res).empty())) {
+        if (queue_suspended_stream_part()) {
+            return; // past a declared length: the exchange failed, and fn is dropped unrun
+        }
+        if (output_queued() > output_low_water) {
+            st->restore_drain_callback(std::move(fn)); // the next send completion looks again
+            return;
+        }
     }
     try {
         fn(); // it may complete() or resume(): both only post a signal, nothing runs in here
