@@ -383,7 +383,7 @@ void run_one(std::string_view input) {
     {
         detail::loop loop{std::move(drv), log, 0};
         detail::loop_context lc{loop, server_ctx};
-        detail::adopt_connection(lc, split_driver::fd);
+        detail::adopt_connection(lc, split_driver::fd, detail::listener_kind::plain);
         loop.run(detail::loop::run_mode::until_idle);
         out = d.inner.peers[split_driver::fd].outbound;
         if (!d.inner.peers[split_driver::fd].closed) {
