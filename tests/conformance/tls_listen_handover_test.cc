@@ -10,6 +10,7 @@
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/get_body.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -41,12 +42,7 @@ protected:
     }
 
     static std::string who(std::uint16_t port, client_transport transport) {
-        test_client c(port, default_timeout, transport);
-        EXPECT_TRUE(c.connected()) << c.error();
-        EXPECT_TRUE(c.send(get_request("/who"))) << c.error();
-        auto r = c.read_response();
-        EXPECT_TRUE(r) << c.error();
-        return r ? r->body : std::string();
+        return get_body(port, "/who", transport); // support/get_body.h
     }
 
     bool stops_by_itself(test_server& s) {

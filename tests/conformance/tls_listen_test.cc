@@ -12,6 +12,7 @@
 #include <sluice/exchange.h>
 
 #include "support/backend_matrix.h"
+#include "support/get_body.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -31,14 +32,8 @@ protected:
         srv().start();
     }
 
-    // One GET over `transport` to `port`: the body, or "" with a test failure.
     static std::string get(std::uint16_t port, client_transport transport) {
-        test_client c(port, default_timeout, transport);
-        EXPECT_TRUE(c.connected()) << c.error();
-        EXPECT_TRUE(c.send(get_request("/"))) << c.error();
-        auto r = c.read_response();
-        EXPECT_TRUE(r) << c.error();
-        return r ? r->body : std::string();
+        return get_body(port, "/", transport); // support/get_body.h
     }
 };
 
