@@ -27,10 +27,6 @@ constexpr std::size_t max_buffered_output = std::size_t{256} * 1024;
 // request could come back as a negative count; the rest goes in the next send (rule 7).
 constexpr std::size_t max_send_bytes = std::size_t{1} << 30;
 
-sluice::request& request_of(exchange& ex) noexcept {
-    return exchange_access::request(ex);
-}
-
 bool has_bytes(const buffer& b) noexcept {
     return b && !b->empty();
 }
@@ -153,7 +149,7 @@ std::size_t connection::parse_from(std::string_view data) noexcept {
         http::server_session& session = work_->session;
         http::feed_result r;
         try {
-            r = session.feed(data.substr(off), request_of(ex()));
+            r = session.feed(data.substr(off), exchange_access::request(ex()));
         } catch (const std::bad_alloc&) {
             session.fail(503, "out of memory");
             r.status = http::feed_status::failed;
@@ -225,8 +221,8 @@ void connection::acquire_slot() noexcept {
             // kept here because its state goes with the descriptor (tls_driver::peer_info).
             tls_ = lc_.tls->peer_info(fd_);
         }
-        request_builder(request_of(ex())).set_remote_address(peer_);
-        request_builder(request_of(ex())).set_tls(tls_);
+        request_builder(exchange_access::request(ex())).set_remote_address(peer_);
+        request_builder(exchange_access::request(ex())).set_tls(tls_);
         work_->started = lc_.loop.now();
         work_->route = lc_.server.routes.size(); // none yet
     } catch (const std::bad_alloc&) {
@@ -242,7 +238,7 @@ void connection::on_request_ready() noexcept {
     state_ = state::dispatching;
     lc_.counters.add(lc_.counters.requests, 1);
     refresh_deadline();
-    auto& req = request_of(ex());
+    auto& req = exchange_access::request(ex());
     auto m = lc_.server.routes.match(req.method(), req.path(), lc_.params);
     if (m.status != 0) {
         auto& res = ex().response();
