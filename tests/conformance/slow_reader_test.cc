@@ -78,7 +78,9 @@ TEST_P(slow_reader_test, min_send_rate_extends_the_budget_by_the_size_of_the_res
         c, [&] { return srv().stats().connections_open == 0; }, milliseconds(9000));
     EXPECT_EQ(srv().stats().connections_open, 0u);
     EXPECT_GE(took, milliseconds(2500));
-    EXPECT_LT(took, milliseconds(3000 + 2000));
+    // ~3.1 s in release; under TSan the inline rows took 4.5-5.7 s (the 32 MiB body is made and
+    // copied on the loop, instrumented), so 5 s of slack, still under the reader's ~10 s.
+    EXPECT_LT(took, milliseconds(3000 + 5000));
 }
 
 TEST_P(slow_reader_test, server_stop_does_not_wait_for_a_slow_reader) {
