@@ -53,12 +53,12 @@ void connection::run_handler() noexcept {
         (*work_->handler)(ex());
     } catch (const std::exception& e) {
         handler_threw_ = true;
-        lc_.server.log.error("handler for {} {} threw: {}", exchange_access::request(ex()).method(),
-                             exchange_access::request(ex()).path(), e.what());
+        lc_.server.log.error("handler for {} {} threw: {}", ex().request().method(), ex().request().path(),
+                             e.what());
     } catch (...) {
         handler_threw_ = true;
-        lc_.server.log.error("handler for {} {} threw a non-exception",
-                             exchange_access::request(ex()).method(), exchange_access::request(ex()).path());
+        lc_.server.log.error("handler for {} {} threw a non-exception", ex().request().method(),
+                             ex().request().path());
     }
 }
 
@@ -308,7 +308,7 @@ void connection::on_async_timeout() noexcept {
 }
 
 bool connection::decide_keep_alive() noexcept {
-    const auto& req = exchange_access::request(ex());
+    const auto& req = ex().request();
     const auto& limits = lc_.server.cfg.limits;
     if (!req.keep_alive() || close_after_flush_ || peer_closed_ || shutting_down_ ||
         lc_.loop.stop_requested()) {
@@ -352,15 +352,14 @@ void connection::refuse_interim_status() noexcept {
     // announce a protocol switch that never happens (Upgrade is ignored, server_session.cc).
     // The server sends its own 100 Continue; a handler's 1xx is a programming error.
     lc_.server.log.error("handler for {} {} set status {}, which is not a final status: sending 500",
-                         exchange_access::request(ex()).method(), exchange_access::request(ex()).path(),
-                         status);
+                         ex().request().method(), ex().request().path(), status);
     // As for a status out of range (serializer.cc): 500, with the handler's headers and body,
     // streamed or not (the head is not out yet).
     res.status(500);
 }
 
 http::response_framing connection::stream_framing() noexcept {
-    const auto& req = exchange_access::request(ex());
+    const auto& req = ex().request();
     http::response_framing f{req.version(), req.method() == "HEAD", stream_keep_alive_};
     f.no_content = stream_no_content_;
     f.content_length = stream_length_;
@@ -389,15 +388,14 @@ void connection::queue_counted_part(std::string_view part, const http::response_
         stream_overflow_ = true;
         lc_.server.log.error(
             "handler for {} {} wrote more than its declared Content-Length {}: closing the connection",
-            exchange_access::request(ex()).method(), exchange_access::request(ex()).path(),
-            *f.content_length);
+            ex().request().method(), ex().request().path(), *f.content_length);
     }
     close_after_flush_ = true;
 }
 
 void connection::queue_stream_part() noexcept {
     auto& res = ex().response();
-    const auto& req = exchange_access::request(ex());
+    const auto& req = ex().request();
     if (!response_access::is_head_sent(res)) {
         refuse_interim_status();
         // Fixed with the head: a status or length changed later cannot change the framing.
@@ -432,7 +430,7 @@ void connection::queue_stream_part() noexcept {
 
 void connection::finish_exchange(std::error_code outcome) noexcept {
     auto& res = ex().response();
-    const auto& req = exchange_access::request(ex());
+    const auto& req = ex().request();
     bool keep_alive = false;
     try {
         std::string& out = output();
@@ -544,7 +542,7 @@ void connection::fire(async_event_kind kind, std::error_code error) noexcept {
 
 void connection::queue_error(int status, std::string_view reason) noexcept {
     // The request is unusable: answer, then close (RFC 9112 §9.6 leaves no way to resync).
-    http_version v = work_ ? exchange_access::request(ex()).version() : http_version{1, 1};
+    http_version v = work_ ? ex().request().version() : http_version{1, 1};
     if (v.major != 1) {
         v = {1, 1};
     }
