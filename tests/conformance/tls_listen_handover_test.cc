@@ -41,10 +41,6 @@ protected:
         });
     }
 
-    static std::string who(std::uint16_t port, client_transport transport) {
-        return get_body(port, "/who", transport); // support/get_body.h
-    }
-
     bool stops_by_itself(test_server& s) {
         auto done = std::make_shared<std::atomic<bool>>(false);
         bg_.run([&s, done] {
@@ -69,8 +65,8 @@ TEST_P(tls_listen_handover_test, both_listeners_are_handed_over_and_keep_their_p
     const std::uint16_t plain = srv().port();
     const std::uint16_t tls = srv().server().tls_port();
     ASSERT_NE(tls, 0);
-    EXPECT_EQ(who(plain, client_transport::plain), "A plain");
-    EXPECT_EQ(who(tls, client_transport::tls), "A tls");
+    EXPECT_EQ(get_body(plain, "/who", client_transport::plain), "A plain");
+    EXPECT_EQ(get_body(tls, "/who", client_transport::tls), "A tls");
 
     next_ = make_server();
     configure(*next_, 'B', true);
@@ -80,8 +76,8 @@ TEST_P(tls_listen_handover_test, both_listeners_are_handed_over_and_keep_their_p
     EXPECT_EQ(next_->server().tls_port(), tls);
     EXPECT_TRUE(stops_by_itself(srv())) << "the old server did not stop after handing over";
 
-    EXPECT_EQ(who(plain, client_transport::plain), "B plain");
-    EXPECT_EQ(who(tls, client_transport::tls), "B tls");
+    EXPECT_EQ(get_body(plain, "/who", client_transport::plain), "B plain");
+    EXPECT_EQ(get_body(tls, "/who", client_transport::tls), "B tls");
     test_client wrong(tls, default_timeout, client_transport::plain);
     ASSERT_TRUE(wrong.send(get_request("/who"))) << wrong.error();
     auto r = wrong.read_response();
@@ -104,8 +100,8 @@ TEST_P(tls_listen_handover_test, a_restart_that_adds_tls_listen_takes_the_plain_
     EXPECT_EQ(next_->port(), plain);
     ASSERT_NE(next_->server().tls_port(), 0);
     EXPECT_TRUE(stops_by_itself(srv()));
-    EXPECT_EQ(who(plain, client_transport::plain), "B plain");
-    EXPECT_EQ(who(next_->server().tls_port(), client_transport::tls), "B tls");
+    EXPECT_EQ(get_body(plain, "/who", client_transport::plain), "B plain");
+    EXPECT_EQ(get_body(next_->server().tls_port(), "/who", client_transport::tls), "B tls");
 }
 
 SLUICE_TLS_BACKEND_SUITE(tls_listen_handover_test);

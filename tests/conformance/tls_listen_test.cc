@@ -31,10 +31,6 @@ protected:
         });
         srv().start();
     }
-
-    static std::string get(std::uint16_t port, client_transport transport) {
-        return get_body(port, "/", transport); // support/get_body.h
-    }
 };
 
 TEST_P(tls_listen_test, one_server_answers_plaintext_on_listen_and_tls_on_tls_listen) {
@@ -44,8 +40,8 @@ TEST_P(tls_listen_test, one_server_answers_plaintext_on_listen_and_tls_on_tls_li
     ASSERT_NE(plain, 0);
     ASSERT_NE(tls, 0);
     ASSERT_NE(plain, tls);
-    EXPECT_EQ(get(plain, client_transport::plain), "plain");
-    EXPECT_EQ(get(tls, client_transport::tls).rfind("tls TLSv1.", 0), 0u);
+    EXPECT_EQ(get_body(plain, "/", client_transport::plain), "plain");
+    EXPECT_EQ(get_body(tls, "/", client_transport::tls).rfind("tls TLSv1.", 0), 0u);
     // Again, interleaved on kept-alive connections: the decision is per connection, made once.
     test_client p(plain, default_timeout, client_transport::plain);
     test_client t(tls, default_timeout, client_transport::tls);
@@ -71,8 +67,8 @@ TEST_P(tls_listen_test, with_two_io_threads_every_loop_serves_both_ports) {
     // The kernel spreads connections by hash over each address's group: enough of them reach
     // both loops, and each must speak its port's protocol whichever loop took it.
     for (int i = 0; i < 8; ++i) {
-        EXPECT_EQ(get(srv().port(), client_transport::plain), "plain") << i;
-        EXPECT_NE(get(srv().server().tls_port(), client_transport::tls), "plain") << i;
+        EXPECT_EQ(get_body(srv().port(), "/", client_transport::plain), "plain") << i;
+        EXPECT_NE(get_body(srv().server().tls_port(), "/", client_transport::tls), "plain") << i;
     }
 }
 
@@ -86,7 +82,7 @@ TEST_P(tls_listen_test, plaintext_on_the_tls_port_gets_400) {
     EXPECT_EQ(r->status, 400);
     EXPECT_NE(r->body.find("HTTPS"), std::string::npos) << r->body;
     ASSERT_TRUE(c.wait_closed()) << c.error();
-    EXPECT_EQ(get(srv().port(), client_transport::plain), "plain");
+    EXPECT_EQ(get_body(srv().port(), "/", client_transport::plain), "plain");
 }
 
 TEST_P(tls_listen_test, tls_on_the_plaintext_port_gets_400_and_a_close_not_a_hang) {
@@ -103,7 +99,7 @@ TEST_P(tls_listen_test, tls_on_the_plaintext_port_gets_400_and_a_close_not_a_han
     // A real TLS client there fails its handshake within its deadline, and the port goes on.
     test_client tls(srv().port(), milliseconds(2000), client_transport::tls);
     EXPECT_FALSE(tls.connected());
-    EXPECT_EQ(get(srv().port(), client_transport::plain), "plain");
+    EXPECT_EQ(get_body(srv().port(), "/", client_transport::plain), "plain");
     EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }));
 }
 
@@ -111,7 +107,7 @@ TEST_P(tls_listen_test, without_tls_listen_the_one_listener_speaks_tls_and_there
     srv().route("GET", "/", [](exchange& ex) { ex.response().text(ex.request().tls() ? "tls" : "plain"); });
     srv().start();
     EXPECT_EQ(srv().server().tls_port(), 0);
-    EXPECT_EQ(get(srv().port(), client_transport::tls), "tls");
+    EXPECT_EQ(get_body(srv().port(), "/", client_transport::tls), "tls");
 }
 
 TEST_P(tls_listen_test, a_tls_listen_address_in_use_is_a_startup_error_naming_it) {
