@@ -2,6 +2,7 @@
 // batch of 16) and serializing a small response. Bytes/s and items (requests or
 // responses)/s; steady state, so the request and buffers are reused as a connection would.
 #include <benchmark/benchmark.h>
+#include <llhttp.h>
 
 #include <chrono>
 #include <cstdint>
@@ -70,6 +71,40 @@ void BM_parse_browser_get(benchmark::State& state) {
     parse_one_request(state, browser_get);
 }
 BENCHMARK(BM_parse_browser_get);
+
+// The floor under the two rows above: llhttp alone on the same bytes, with no callback but the
+// one that stops it at the end of the message (what server_session does). Whatever the parse
+// rows cost beyond this is the session's: checks, and marking the fields in the request.
+int pause_at_message_end(llhttp_t*) {
+    return HPE_PAUSED;
+}
+
+void llhttp_alone(benchmark::State& state, std::string_view in) {
+    llhttp_settings_t settings;
+    llhttp_settings_init(&settings);
+    settings.on_message_complete = &pause_at_message_end;
+    llhttp_t parser;
+    llhttp_init(&parser, HTTP_REQUEST, &settings);
+    for (auto _ : state) {
+        if (llhttp_execute(&parser, in.data(), in.size()) != HPE_PAUSED) {
+            state.SkipWithError("request not parsed");
+            break;
+        }
+        llhttp_reset(&parser);
+    }
+    state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(in.size()));
+    state.SetItemsProcessed(state.iterations());
+}
+
+void BM_llhttp_alone_wrk_get(benchmark::State& state) {
+    llhttp_alone(state, wrk_get);
+}
+BENCHMARK(BM_llhttp_alone_wrk_get);
+
+void BM_llhttp_alone_typical_get(benchmark::State& state) {
+    llhttp_alone(state, typical_get);
+}
+BENCHMARK(BM_llhttp_alone_typical_get);
 
 // wrk with a pipelining script: 16 requests per read, answered in order by re-feeding from
 // the consumed offset.

@@ -1,5 +1,6 @@
-// Fills a request from llhttp's pieces: every byte goes into the request's arena and
-// fields are (offset, length) slices of it, so a warmed-up request allocates nothing.
+// Fills a request: every byte of its head goes into the request's arena (in bulk from the
+// parser, or piece by piece) and fields are (offset, length) slices of it, so a warmed-up
+// request allocates nothing.
 #include "http/request_builder.h"
 
 #include <cstdint>
@@ -24,6 +25,14 @@ void request_builder::append(request::slice& s, std::string_view piece) {
     }
     r_.arena_.append(piece);
     s.len += static_cast<std::uint32_t>(piece.size());
+}
+
+void request_builder::drop_head() noexcept {
+    r_.method_ = {};
+    r_.target_ = {};
+    r_.path_ = {};
+    r_.query_ = {};
+    r_.headers_.clear();
 }
 
 void request_builder::append_method(std::string_view piece) {

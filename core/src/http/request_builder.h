@@ -1,6 +1,8 @@
 // The one way the core fills a request (a friend of sluice::request).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,7 +16,37 @@ class request_builder {
 public:
     explicit request_builder(request& r) noexcept : r_(r) {}
 
-    /// Appends to the method / target (llhttp may deliver them in pieces).
+    // The parser's way (server_session): the head's bytes go into the arena in bulk, as
+    // received (append_head), and its fields are marked as ranges of them (extend_*), so a
+    // field costs no copy of its own. Offsets are the arena's; a field's pieces are adjacent,
+    // so each call extends it at its end.
+    void append_head(std::string_view bytes) { r_.arena_.append(bytes); }
+    void extend_method(std::size_t off, std::size_t n) noexcept { extend(r_.method_, off, n); }
+    void extend_target(std::size_t off, std::size_t n) noexcept { extend(r_.target_, off, n); }
+    void extend_header_name(std::size_t off, std::size_t n) noexcept {
+        extend(r_.headers_.back().first, off, n);
+    }
+    void extend_header_value(std::size_t off, std::size_t n) noexcept {
+        extend(r_.headers_.back().second, off, n);
+    }
+    struct range {
+        std::size_t off = 0;
+        std::size_t len = 0;
+    };
+    /// The last header's name and value, as arena ranges (begin_header must have run).
+    range last_header_name() const noexcept { return to_range(r_.headers_.back().first); }
+    range last_header_value() const noexcept { return to_range(r_.headers_.back().second); }
+    /// Shortens the last header's value to its first `len` bytes (trailing whitespace).
+    void truncate_last_header_value(std::size_t len) noexcept {
+        r_.headers_.back().second.len = static_cast<std::uint32_t>(len);
+    }
+    std::string_view arena_view(range r) const noexcept { return {r_.arena_.data() + r.off, r.len}; }
+    std::size_t method_size() const noexcept { return r_.method_.len; }
+    /// Forgets the method, target and headers (their bytes could not be stored).
+    void drop_head() noexcept;
+
+    // The piecewise way, for a request built without a parser (tests, tools): each piece is
+    // copied into the arena. Appends to the method / target.
     void append_method(std::string_view piece);
     void append_target(std::string_view piece);
     /// A new header starts with its first name piece; the following pieces extend it.
@@ -42,6 +74,13 @@ public:
 
 private:
     void append(request::slice& s, std::string_view piece);
+    static void extend(request::slice& s, std::size_t off, std::size_t n) noexcept {
+        if (s.len == 0) {
+            s.off = static_cast<std::uint32_t>(off);
+        }
+        s.len += static_cast<std::uint32_t>(n);
+    }
+    static range to_range(request::slice s) noexcept { return {s.off, s.len}; }
     request& r_;
 };
 

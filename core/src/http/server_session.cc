@@ -11,10 +11,16 @@
 // - The callbacks check what llhttp leaves to its user: Host, the transfer codings, the
 //   version, Expect and the limits. A failing callback puts the session in phase failed
 //   before llhttp sees the error, so fail_parse() only maps llhttp's own errors.
+// - The head reaches the request's arena in one copy per llhttp_execute, as received (the
+//   receive buffer is only lent); the callbacks mark each field as a range of it, so a header
+//   costs no copy of its own. Before feed() returns, every marked byte is in the arena, also
+//   when the request failed: the access log reads a failed request's method and target.
 #include "http/server_session.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
+#include <new>
 #include <string_view>
 
 #include "http/request_builder.h"
@@ -27,15 +33,25 @@ namespace {
 // Host = uri-host [ ":" port ] (RFC 9110 §7.2): reg-name, IPv4 or an IP-literal in brackets,
 // all drawn from unreserved / pct-encoded / sub-delims (RFC 3986 §3.2.2). Anything else ('/',
 // '@', '?', whitespace) is an invalid field value, which RFC 9112 §3.2 answers with 400.
-bool valid_host(std::string_view host) noexcept {
-    for (const char c : host) {
-        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                        std::string_view{"-._~!$&'()*+,;=%:[]"}.find(c) != std::string_view::npos;
-        if (!ok) {
-            return false;
-        }
+// One table lookup per byte: Host is in every HTTP/1.1 request.
+constexpr auto host_bytes = [] {
+    std::array<bool, 256> t{};
+    for (int c = 0; c < 256; ++c) {
+        t[static_cast<std::size_t>(c)] =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            std::string_view{"-._~!$&'()*+,;=%:[]"}.find(static_cast<char>(c)) != std::string_view::npos;
     }
-    return true;
+    return t;
+}();
+
+bool valid_host(std::string_view host) noexcept {
+    return std::all_of(host.begin(), host.end(),
+                       [](char c) { return host_bytes[static_cast<unsigned char>(c)]; });
+}
+
+// The lengths of the header names that inspect_header looks at: Host, Expect, Transfer-Encoding.
+constexpr bool inspected_name_size(std::size_t n) noexcept {
+    return n == 4 || n == 6 || n == 17;
 }
 
 // The value of a callback that failed the session: llhttp stops and returns an error,
@@ -76,7 +92,8 @@ struct server_session::callbacks {
     }
 
     static int on_method(llhttp_t* p, const char* at, std::size_t n) noexcept {
-        return store(p, [&](detail::request_builder b) { b.append_method({at, n}); });
+        builder(p).extend_method(self(p).mark(at, n), n);
+        return 0;
     }
 
     static int on_url(llhttp_t* p, const char* at, std::size_t n) noexcept {
@@ -89,7 +106,8 @@ struct server_session::callbacks {
                 return fail(p, span_error, 400, "invalid character in request target");
             }
         }
-        return store(p, [&](detail::request_builder b) { b.append_target({at, n}); });
+        builder(p).extend_target(self(p).mark(at, n), n);
+        return 0;
     }
 
     static int on_version(llhttp_t* p, const char* at, std::size_t n) noexcept {
@@ -116,15 +134,19 @@ struct server_session::callbacks {
         if (s.phase_ == phase::body) {
             return on_trailer_bytes(p, n);
         }
-        const bool first_piece = s.header_state_ != 1;
-        s.header_state_ = 1;
-        s.field_end_ = s.head_offset(at + n);
-        return store(p, [&](detail::request_builder b) {
-            if (first_piece) {
-                b.begin_header();
+        if (s.header_state_ != 1) {
+            const int r = store(p, [](detail::request_builder b) { b.begin_header(); });
+            if (r != 0) {
+                return r;
             }
-            b.append_header_name({at, n});
-        });
+            s.header_state_ = 1;
+        }
+        if (n > 0) {
+            s.name_last_ = at[n - 1];
+        }
+        builder(p).extend_header_name(s.mark(at, n), n);
+        s.field_end_ = s.span_end_;
+        return 0;
     }
 
     static int on_header_field_complete(llhttp_t* p) noexcept {
@@ -134,17 +156,13 @@ struct server_session::callbacks {
         }
         // field-name = token (RFC 9110 §5.1), but llhttp takes ": value" as a field with an
         // empty name (and may then call no on_header_field at all).
-        if (s.header_state_ != 1 || s.req_->header_count() == 0) {
-            return fail(p, callback_error, 400, "empty header name");
-        }
-        const request::header_field h = *request::header_iterator{s.req_, s.req_->header_count() - 1};
-        if (h.name.empty()) {
+        if (s.header_state_ != 1 || builder(p).last_header_name().len == 0) {
             return fail(p, callback_error, 400, "empty header name");
         }
         // RFC 9112 §5.1: whitespace between a field name and the colon MUST be rejected with
         // 400 (it smuggles "Transfer-Encoding " past proxies). llhttp built without
         // LLHTTP_STRICT_MODE keeps it as part of the name, so the check is here.
-        if (is_ows(h.name.back())) {
+        if (is_ows(s.name_last_)) {
             return fail(p, callback_error, 400, "whitespace between header name and colon");
         }
         s.header_state_ = 2;
@@ -169,7 +187,8 @@ struct server_session::callbacks {
             return fail(p, span_error, 400, "obsolete line folding in a header");
         }
         s.value_end_ = start + n;
-        return store(p, [&](detail::request_builder b) { b.append_header_value({at, n}); });
+        builder(p).extend_header_value(s.mark(at, n), n);
+        return 0;
     }
 
     static int on_header_value_complete(llhttp_t* p) noexcept {
@@ -180,10 +199,33 @@ struct server_session::callbacks {
         if (s.header_state_ != 2) {
             return fail(p, callback_error, 400, "header value without a name");
         }
-        builder(p).finish_header();
         s.header_state_ = 0;
-        const request::header_field h = *request::header_iterator{s.req_, s.req_->header_count() - 1};
-        s.inspect_header(h.name, h.value);
+        // RFC 9110 §5.5: a field value excludes trailing whitespace, which llhttp hands over.
+        detail::request_builder b = builder(p);
+        const detail::request_builder::range name = b.last_header_name();
+        detail::request_builder::range value = b.last_header_value();
+        const std::size_t old_len = value.len;
+        while (value.len > 0 && is_ows(s.head_byte(value.off + value.len - 1 - s.head_base_))) {
+            --value.len;
+        }
+        if (value.len != old_len) {
+            b.truncate_last_header_value(value.len);
+        }
+        if (!inspected_name_size(name.len)) {
+            return 0;
+        }
+        // A field that began in an earlier read and ends in this one is copied whole first, so
+        // that both views below are of one place.
+        const std::size_t name_head = name.off - s.head_base_;
+        const std::size_t end = (value.len > 0 ? value.off + value.len : name.off + name.len) - s.head_base_;
+        if (name_head < s.copied_ && end > s.copied_) {
+            try {
+                s.copy_head_until(end);
+            } catch (const std::bad_alloc&) {
+                return fail(p, callback_error, 503, "out of memory");
+            }
+        }
+        s.inspect_header(s.head_text(name), s.head_text(value));
         return s.phase_ == phase::failed ? callback_error : 0;
     }
 
@@ -282,6 +324,9 @@ feed_result server_session::feed(std::string_view bytes, request& req) {
         return {feed_status::failed, 0};
     }
     req_ = &req;
+    if (phase_ == phase::idle && head_bytes_ == 0) {
+        head_base_ = detail::request_builder{req}.arena_size();
+    }
     std::size_t consumed = 0;
     while (consumed < bytes.size()) {
         std::size_t n = bytes.size() - consumed;
@@ -291,9 +336,24 @@ feed_result server_session::feed(std::string_view bytes, request& req) {
         }
         exec_begin_ = bytes.data() + consumed;
         const llhttp_errno_t err = llhttp_execute(&parser_, exec_begin_, n);
+        const bool still_in_head = err == HPE_OK && (phase_ == phase::idle || phase_ == phase::head);
+        // Whatever happened, every field marked so far is in the arena before feed returns: a
+        // failed request's method and target still reach the access log.
+        try {
+            copy_head_until(still_in_head ? head_bytes_ + n : span_end_);
+        } catch (const std::bad_alloc&) {
+            detail::request_builder{req}.drop_head();
+            copied_ = head_bytes_; // nothing of this piece is in the arena, and nothing refers to it
+            if (phase_ != phase::failed) {
+                fail(503, "out of memory");
+            }
+            consumed +=
+                still_in_head ? n : static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - exec_begin_);
+            return {feed_status::failed, consumed};
+        }
         if (err == HPE_OK) {
             consumed += n;
-            if (phase_ == phase::idle || phase_ == phase::head) {
+            if (still_in_head) {
                 // Where the last line break of this piece was: a value's first piece may come in
                 // a later one (line_break_before_value).
                 for (std::size_t i = n; i > 0; --i) {
@@ -376,6 +436,42 @@ void server_session::reset_request_state() noexcept {
     te_last_chunked_ = false;
     te_other_coding_ = false;
     te_chunked_count_ = 0;
+    head_base_ = 0;
+    copied_ = 0;
+    span_end_ = 0;
+    name_last_ = '\0';
+}
+
+std::size_t server_session::mark(const char* at, std::size_t n) noexcept {
+    const std::size_t start = head_offset(at);
+    span_end_ = start + n;
+    return head_base_ + start;
+}
+
+void server_session::copy_head_until(std::size_t end) {
+    if (end <= copied_) {
+        return;
+    }
+    detail::request_builder{*req_}.append_head({exec_begin_ + (copied_ - head_bytes_), end - copied_});
+    copied_ = end;
+}
+
+char server_session::head_byte(std::size_t off) const noexcept {
+    if (off < copied_) {
+        return detail::request_builder{*req_}.arena_view({head_base_ + off, 1})[0];
+    }
+    return exec_begin_[off - head_bytes_];
+}
+
+std::string_view server_session::head_text(detail::request_builder::range r) const noexcept {
+    if (r.len == 0) {
+        return {};
+    }
+    const std::size_t off = r.off - head_base_;
+    if (off < copied_) {
+        return detail::request_builder{*req_}.arena_view(r);
+    }
+    return {exec_begin_ + (off - head_bytes_), r.len};
 }
 
 std::size_t server_session::head_offset(const char* p) const noexcept {
@@ -501,7 +597,8 @@ int server_session::check_head() noexcept {
     const bool keep = (p->flags & F_CONNECTION_KEEP_ALIVE) != 0;
     b.set_keep_alive(!close && (http11 || keep));
     try {
-        b.finish_target(); // may add "/" to the arena for an absolute-form target without a path
+        copy_head_until(span_end_); // the target's last piece may be in this read
+        b.finish_target();          // may add "/" to the arena for an absolute-form target without a path
     } catch (const std::bad_alloc&) {
         return callbacks::fail(p, callback_error, 503, "out of memory");
     }
@@ -529,7 +626,7 @@ void server_session::fail_parse(llhttp_errno_t err, std::string_view input) noex
         // it. If the method so far is a token that goes on, or a whole token ended by SP, it
         // is well-formed but unknown: 501 (RFC 9110 §9.1). Anything else is garbage: 400.
         const auto at = static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - input.data());
-        std::size_t token = req_->method().size();
+        std::size_t token = detail::request_builder{*req_}.method_size();
         for (std::size_t i = std::min(at, input.size()); i > 0 && is_tchar(input[i - 1]); --i) {
             ++token;
         }

@@ -37,6 +37,8 @@
 #include <sluice/request.h>
 #include <sluice/response.h>
 
+#include "http/request_builder.h"
+
 namespace sluice::http {
 
 struct session_limits {
@@ -115,6 +117,14 @@ private:
     void inspect_header(std::string_view name, std::string_view value) noexcept;
     int check_head() noexcept;
 
+    // The head's bytes reach the request's arena in bulk (copy_head_until): at the end of each
+    // llhttp_execute, and where a field must be read whole before then. A field is marked as
+    // a range of them as llhttp reports it (mark), so a header costs no copy of its own.
+    std::size_t mark(const char* at, std::size_t n) noexcept; // the arena offset of `at`
+    void copy_head_until(std::size_t end);                    // head offset; may throw bad_alloc
+    char head_byte(std::size_t off) const noexcept;           // from the arena or this piece
+    std::string_view head_text(detail::request_builder::range r) const noexcept;
+
     const char* exec_begin_ = nullptr; // start of the bytes of the llhttp_execute in progress
     std::size_t version_end_ = 0;      // head offset just past the HTTP version, 0 before it
     std::size_t version_len_ = 0;      // bytes of the version ("1.1") seen so far
@@ -122,6 +132,10 @@ private:
     std::size_t value_end_ = 0;        // head offset just past the header value's last piece, 0 before it
     std::size_t field_end_ = 0;        // head offset just past the last header name's last piece
     std::size_t last_lf_end_ = 0;      // head offset just past the last LF of earlier pieces, 0: none
+    std::size_t head_base_ = 0;        // the arena offset of the head's first byte
+    std::size_t copied_ = 0;           // head bytes already in the arena
+    std::size_t span_end_ = 0;         // head offset just past the last piece of any field
+    char name_last_ = '\0';            // the last byte of the header name being received
     bool version_done_ = false;        // llhttp accepted the version
     bool te_seen_ = false;             // Transfer-Encoding: the codings seen, in order
     bool te_last_chunked_ = false;

@@ -154,6 +154,30 @@ INSTANTIATE_TEST_SUITE_P(VersionNotSupported, ServerSessionErrors,
                          case_name);
 
 // A request that fails after earlier pipelined ones were answered: those stay good.
+// The request line and the headers before the bad one are still readable after the failure,
+// as sent, whatever the split: the connection logs the failed request's method and target,
+// and its Referer and User-Agent.
+TEST(ServerSessionErrors, AFailedRequestKeepsWhatItHadParsed) {
+    const std::string in = "GET /where?x=1 HTTP/1.1\r\nHost: h\r\nUser-Agent: curl/7.88  \r\n"
+                           "Referer: http://r/\r\nBad Name: v\r\n\r\n";
+    const auto check = [](const outcome& o, const std::string& how) {
+        ASSERT_EQ(o.error_status, 400) << how;
+        EXPECT_EQ(o.at_failure.method, "GET") << how;
+        EXPECT_EQ(o.at_failure.target, "/where?x=1") << how;
+        ASSERT_GE(o.at_failure.headers.size(), 3u) << how;
+        EXPECT_EQ(o.at_failure.headers[0], (std::pair<std::string, std::string>{"Host", "h"})) << how;
+        EXPECT_EQ(o.at_failure.headers[1], (std::pair<std::string, std::string>{"User-Agent", "curl/7.88"}))
+            << how;
+        EXPECT_EQ(o.at_failure.headers[2], (std::pair<std::string, std::string>{"Referer", "http://r/"}))
+            << how;
+    };
+    check(drive_whole(in), "whole");
+    check(drive_bytewise(in), "byte by byte");
+    for (std::size_t cut = 1; cut < in.size(); ++cut) {
+        check(drive(in, {cut}), "cut at " + std::to_string(cut));
+    }
+}
+
 TEST(ServerSessionErrors, AFailureAfterGoodRequestsKeepsThem) {
     const std::string good = "GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
     const auto o = drive_whole(good + good + "GET /c HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n");

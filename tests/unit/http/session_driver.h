@@ -54,6 +54,8 @@ struct outcome {
     int error_status = 0;
     std::string error_reason;
     int continues = 0; ///< how many times take_continue() said yes
+    /// What the failed request held when the session failed (the access log reads it).
+    parsed_request at_failure;
 };
 
 /// Feeds `input` split into pieces at `cuts` (sorted offsets), as a connection would: bytes
@@ -88,6 +90,7 @@ inline outcome drive(std::string_view input, std::vector<std::size_t> cuts,
                 continue; // pipelined bytes may hold the next request already
             }
             if (r.status == feed_status::failed) {
+                out.at_failure = snapshot(req);
                 out.final_phase = s.current_phase();
                 out.error_status = s.error_status();
                 out.error_reason = s.error_reason();
