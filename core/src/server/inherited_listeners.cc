@@ -131,10 +131,16 @@ std::vector<handed_fd> systemd_listeners(std::span<const char* const> environmen
             static_cast<std::size_t>(i) < name_of.size() ? name_of[static_cast<std::size_t>(i)] : "";
         const bool admin_by_address = admin != nullptr && matches(fd, *admin) && !matches(fd, main);
         const bool tls_by_address = tls != nullptr && matches(fd, *tls) && !matches(fd, main);
+        // A role name is the operator's word and wins over the address; any other name (systemd
+        // names a descriptor after its socket unit by default) leaves it to the address.
         listener_role role = listener_role::main;
-        if (name == "admin" || admin_by_address) {
+        if (name == "admin") {
             role = listener_role::admin;
-        } else if (name == "tls" || tls_by_address) {
+        } else if (name == "tls") {
+            role = listener_role::tls;
+        } else if (admin_by_address) {
+            role = listener_role::admin;
+        } else if (tls_by_address) {
             role = listener_role::tls;
         }
         out.push_back({role, fd});

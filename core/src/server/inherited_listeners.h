@@ -20,6 +20,7 @@ std::string check_inherited(int fd, const socket_address& want);
 /// The descriptors systemd passed to this process, by role: named "admin" in LISTEN_FDNAMES,
 /// or bound to admin.listen's address, is the admin listener; named "tls", or bound to
 /// tls.listen's address, is the TLS listener; every other one is a public one (`listen`).
+/// A role name wins over the address.
 /// Empty when LISTEN_PID does not name this process. Unsets the variables (so processes this
 /// one starts do not take them for theirs). Throws startup_error("LISTEN_FDS") for bad values.
 std::vector<handed_fd> systemd_listeners(std::span<const char* const> environment, const socket_address& main,

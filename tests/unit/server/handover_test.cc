@@ -230,5 +230,101 @@ TEST(inherited_listeners, a_bad_systemd_count_is_a_startup_error_naming_listen_f
     }
 }
 
+// Puts the given descriptors at 3, 4, 5, ... as systemd passes them (sd_listen_fds(3)), and
+// gives those numbers back to whatever held them before when it goes.
+class at_listen_fds {
+public:
+    explicit at_listen_fds(const std::vector<int>& fds) : count_(fds.size()) {
+        // The sources may themselves be 3, 4, 5: copy them out of the way first.
+        std::vector<int> copies;
+        for (const int fd : fds) {
+            copies.push_back(::fcntl(fd, F_DUPFD_CLOEXEC, 100));
+        }
+        for (std::size_t i = 0; i < count_; ++i) {
+            const int target = 3 + static_cast<int>(i);
+            saved_.push_back(::fcntl(target, F_DUPFD_CLOEXEC, 100)); // -1: it was not open
+            EXPECT_EQ(::dup2(copies[i], target), target);
+            ::close(copies[i]);
+        }
+    }
+    ~at_listen_fds() {
+        for (std::size_t i = 0; i < count_; ++i) {
+            const int target = 3 + static_cast<int>(i);
+            if (saved_[i] >= 0) {
+                ::dup3(saved_[i], target, O_CLOEXEC);
+                ::close(saved_[i]);
+            } else {
+                ::close(target);
+            }
+        }
+    }
+    at_listen_fds(const at_listen_fds&) = delete;
+    at_listen_fds& operator=(const at_listen_fds&) = delete;
+
+private:
+    std::size_t count_;
+    std::vector<int> saved_;
+};
+
+detail::socket_address address_of(int fd) {
+    return detail::resolve_listen_address("127.0.0.1:" + std::to_string(detail::bound_port(fd)));
+}
+
+std::vector<listener_role> roles(const std::vector<handed_fd>& fds) {
+    std::vector<listener_role> out;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+        EXPECT_EQ(fds[i].fd, 3 + static_cast<int>(i));
+        out.push_back(fds[i].role);
+    }
+    return out;
+}
+
+// systemd's descriptors take their roles from LISTEN_FDNAMES ("admin", "tls"), and otherwise
+// from the address they are bound to. systemd names every descriptor (by default after its
+// socket unit), so any other name means "by address".
+TEST(inherited_listeners, systemd_descriptors_get_their_role_by_name_or_by_address) {
+    const int m = listening_socket();
+    const int t = listening_socket();
+    const int a = listening_socket();
+    const auto main_addr = address_of(m);
+    const auto tls_addr = address_of(t);
+    const auto admin_addr = address_of(a);
+    const std::string pid = "LISTEN_PID=" + std::to_string(::getpid());
+    using enum listener_role;
+    {
+        // The names "tls" and "admin" win over the addresses: they are the operator's word.
+        const at_listen_fds placed({a, m});
+        const char* env[] = {pid.c_str(), "LISTEN_FDS=2", "LISTEN_FDNAMES=tls:admin"};
+        EXPECT_EQ(roles(detail::systemd_listeners(env, main_addr, &admin_addr, &tls_addr)),
+                  (std::vector<listener_role>{tls, admin}));
+    }
+    {
+        // systemd's default names (the unit's): by address.
+        const at_listen_fds placed({t, a, m});
+        const char* env[] = {pid.c_str(), "LISTEN_FDS=3",
+                             "LISTEN_FDNAMES=sluice.socket:sluice.socket:sluice.socket"};
+        EXPECT_EQ(roles(detail::systemd_listeners(env, main_addr, &admin_addr, &tls_addr)),
+                  (std::vector<listener_role>{tls, admin, main}));
+    }
+    {
+        // No names at all: by address.
+        const at_listen_fds placed({m, t, a});
+        const char* env[] = {pid.c_str(), "LISTEN_FDS=3"};
+        EXPECT_EQ(roles(detail::systemd_listeners(env, main_addr, &admin_addr, &tls_addr)),
+                  (std::vector<listener_role>{main, tls, admin}));
+    }
+    {
+        // Neither tls.listen nor admin.listen configured: a descriptor on another address is one
+        // more public listener, and one named "tls" is still the TLS one.
+        const at_listen_fds placed({m, t, a});
+        const char* env[] = {pid.c_str(), "LISTEN_FDS=3", "LISTEN_FDNAMES=::tls"};
+        EXPECT_EQ(roles(detail::systemd_listeners(env, main_addr, nullptr, nullptr)),
+                  (std::vector<listener_role>{main, main, tls}));
+    }
+    ::close(m);
+    ::close(t);
+    ::close(a);
+}
+
 } // namespace
 } // namespace sluice::testing
