@@ -134,13 +134,9 @@ std::vector<handed_fd> systemd_listeners(std::span<const char* const> environmen
         // A role name is the operator's word and wins over the address; any other name (systemd
         // names a descriptor after its socket unit by default) leaves it to the address.
         listener_role role = listener_role::main;
-        if (name == "admin") {
+        if (name == "admin" || (name != "tls" && admin_by_address)) {
             role = listener_role::admin;
-        } else if (name == "tls") {
-            role = listener_role::tls;
-        } else if (admin_by_address) {
-            role = listener_role::admin;
-        } else if (tls_by_address) {
+        } else if (name == "tls" || tls_by_address) {
             role = listener_role::tls;
         }
         out.push_back({role, fd});
