@@ -153,7 +153,6 @@ INSTANTIATE_TEST_SUITE_P(VersionNotSupported, ServerSessionErrors,
                                                       505}),
                          case_name);
 
-// A request that fails after earlier pipelined ones were answered: those stay good.
 // The request line and the headers before the bad one are still readable after the failure,
 // as sent, whatever the split: the connection logs the failed request's method and target,
 // and its Referer and User-Agent.
@@ -178,6 +177,7 @@ TEST(ServerSessionErrors, AFailedRequestKeepsWhatItHadParsed) {
     }
 }
 
+// A request that fails after earlier pipelined ones were answered: those stay good.
 TEST(ServerSessionErrors, AFailureAfterGoodRequestsKeepsThem) {
     const std::string good = "GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
     const auto o = drive_whole(good + good + "GET /c HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n");
