@@ -16,15 +16,12 @@ using http::is_ows;
 
 } // namespace
 
-// llhttp delivers a field in pieces (one per span, split wherever a read ended), but
-// the pieces of one field arrive back to back and nothing else is appended in between,
-// so a slice only ever grows at the end of the arena.
+// The pieces of one field are appended back to back with nothing in between, so a slice
+// only ever grows at the end of the arena: the piece's bytes, then the field marks them.
 void request_builder::append(request::slice& s, std::string_view piece) {
-    if (s.len == 0) {
-        s.off = static_cast<std::uint32_t>(r_.arena_.size());
-    }
+    const std::size_t off = r_.arena_.size();
     r_.arena_.append(piece);
-    s.len += static_cast<std::uint32_t>(piece.size());
+    extend(s, off, piece.size());
 }
 
 void request_builder::drop_head() noexcept {

@@ -49,9 +49,13 @@ bool valid_host(std::string_view host) noexcept {
                        [](char c) { return host_bytes[static_cast<unsigned char>(c)]; });
 }
 
-// The lengths of the header names that inspect_header looks at: Host, Expect, Transfer-Encoding.
+// The header names that inspect_header looks at. A name of another length is not read at all.
+constexpr std::string_view host_field = "host";
+constexpr std::string_view expect_field = "expect";
+constexpr std::string_view transfer_encoding_field = "transfer-encoding";
+
 constexpr bool inspected_name_size(std::size_t n) noexcept {
-    return n == 4 || n == 6 || n == 17;
+    return n == host_field.size() || n == expect_field.size() || n == transfer_encoding_field.size();
 }
 
 // The value of a callback that failed the session: llhttp stops and returns an error,
@@ -134,18 +138,17 @@ struct server_session::callbacks {
         if (s.phase_ == phase::body) {
             return on_trailer_bytes(p, n);
         }
-        if (s.header_state_ != 1) {
+        if (s.header_state_ != header_state::name) {
             const int r = store(p, [](detail::request_builder b) { b.begin_header(); });
             if (r != 0) {
                 return r;
             }
-            s.header_state_ = 1;
+            s.header_state_ = header_state::name;
         }
         if (n > 0) {
             s.name_last_ = at[n - 1];
         }
         builder(p).extend_header_name(s.mark(at, n), n);
-        s.field_end_ = s.span_end_;
         return 0;
     }
 
@@ -156,7 +159,7 @@ struct server_session::callbacks {
         }
         // field-name = token (RFC 9110 §5.1), but llhttp takes ": value" as a field with an
         // empty name (and may then call no on_header_field at all).
-        if (s.header_state_ != 1 || builder(p).last_header_name().len == 0) {
+        if (s.header_state_ != header_state::name || builder(p).last_header_name().len == 0) {
             return fail(p, callback_error, 400, "empty header name");
         }
         // RFC 9112 §5.1: whitespace between a field name and the colon MUST be rejected with
@@ -165,8 +168,7 @@ struct server_session::callbacks {
         if (is_ows(s.name_last_)) {
             return fail(p, callback_error, 400, "whitespace between header name and colon");
         }
-        s.header_state_ = 2;
-        s.value_end_ = 0;
+        s.header_state_ = header_state::colon;
         return 0;
     }
 
@@ -182,11 +184,14 @@ struct server_session::callbacks {
         if (n == 0) {
             return 0; // llhttp reports an empty value as an empty piece, after its line break
         }
+        // The last field piece marked (span_end_) is the value's previous piece, or before the
+        // first one the name's last.
         const std::size_t start = s.head_offset(at);
-        if (s.value_end_ != 0 ? start != s.value_end_ : s.line_break_before_value(start)) {
+        if (s.header_state_ == header_state::value ? start != s.span_end_
+                                                   : s.line_break_before_value(start)) {
             return fail(p, span_error, 400, "obsolete line folding in a header");
         }
-        s.value_end_ = start + n;
+        s.header_state_ = header_state::value;
         builder(p).extend_header_value(s.mark(at, n), n);
         return 0;
     }
@@ -196,10 +201,10 @@ struct server_session::callbacks {
         if (s.phase_ == phase::body) {
             return 0;
         }
-        if (s.header_state_ != 2) {
+        if (s.header_state_ != header_state::colon && s.header_state_ != header_state::value) {
             return fail(p, callback_error, 400, "header value without a name");
         }
-        s.header_state_ = 0;
+        s.header_state_ = header_state::none;
         // RFC 9110 §5.5: a field value excludes trailing whitespace, which llhttp hands over.
         detail::request_builder b = builder(p);
         const detail::request_builder::range name = b.last_header_name();
@@ -423,13 +428,11 @@ void server_session::reset_request_state() noexcept {
     expect_continue_ = false;
     continue_pending_ = false;
     host_headers_ = 0;
-    header_state_ = 0;
+    header_state_ = header_state::none;
     exec_begin_ = nullptr;
     version_end_ = 0;
     version_len_ = 0;
     extra_bytes_ = 0;
-    value_end_ = 0;
-    field_end_ = 0;
     last_lf_end_ = 0;
     version_done_ = false;
     te_seen_ = false;
@@ -456,13 +459,6 @@ void server_session::copy_head_until(std::size_t end) {
     copied_ = end;
 }
 
-char server_session::head_byte(std::size_t off) const noexcept {
-    if (off < copied_) {
-        return detail::request_builder{*req_}.arena_view({head_base_ + off, 1})[0];
-    }
-    return exec_begin_[off - head_bytes_];
-}
-
 std::string_view server_session::head_text(detail::request_builder::range r) const noexcept {
     if (r.len == 0) {
         return {};
@@ -474,16 +470,20 @@ std::string_view server_session::head_text(detail::request_builder::range r) con
     return {exec_begin_ + (off - head_bytes_), r.len};
 }
 
+char server_session::head_byte(std::size_t off) const noexcept {
+    return head_text({head_base_ + off, 1})[0];
+}
+
 std::size_t server_session::head_offset(const char* p) const noexcept {
     return head_bytes_ + static_cast<std::size_t>(p - exec_begin_);
 }
 
 bool server_session::line_break_before_value(std::size_t value_start) const noexcept {
     // An empty first line folded onto the next ("X:\r\n b") reaches the value as leading
-    // whitespace: between the colon (at field_end_) and the value, llhttp skipped a LF. The
-    // skipped bytes in this piece are looked at here; those of earlier pieces left their
-    // last LF's place in last_lf_end_.
-    const std::size_t from = field_end_ + 1;
+    // whitespace: between the colon (just past the name's last piece, which is the last piece
+    // marked) and the value, llhttp skipped a LF. The skipped bytes in this piece are looked at
+    // here; those of earlier pieces left their last LF's place in last_lf_end_.
+    const std::size_t from = span_end_ + 1;
     if (last_lf_end_ > from && last_lf_end_ <= head_bytes_) {
         return true;
     }
@@ -509,8 +509,8 @@ void server_session::fail_head_too_large() noexcept {
 
 void server_session::inspect_header(std::string_view name, std::string_view value) noexcept {
     switch (name.size()) {
-    case 4:
-        if (iequals(name, "host")) {
+    case host_field.size():
+        if (iequals(name, host_field)) {
             // RFC 9112 §3.2: more than one Host, or an invalid one, is a 400.
             if (++host_headers_ > 1) {
                 fail(400, "more than one Host header");
@@ -519,13 +519,13 @@ void server_session::inspect_header(std::string_view name, std::string_view valu
             }
         }
         return;
-    case 6:
-        if (iequals(name, "expect") && iequals(value, "100-continue")) {
+    case expect_field.size():
+        if (iequals(name, expect_field) && iequals(value, "100-continue")) {
             expect_continue_ = true;
         }
         return;
-    case 17:
-        if (!iequals(name, "transfer-encoding")) {
+    case transfer_encoding_field.size():
+        if (!iequals(name, transfer_encoding_field)) {
             return;
         }
         // transfer-coding list (RFC 9112 §6.1), possibly over several header lines, each

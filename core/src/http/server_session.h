@@ -107,7 +107,9 @@ private:
     bool expect_continue_ = false;
     bool continue_pending_ = false;
     int host_headers_ = 0;
-    int header_state_ = 0; // which field the last callback filled (name / value)
+    // Where the header being received is: its name, past the colon, or in its value.
+    enum class header_state : unsigned char { none, name, colon, value };
+    header_state header_state_ = header_state::none;
 
     void reset_request_state() noexcept;
     void fail_head_too_large() noexcept;
@@ -123,14 +125,12 @@ private:
     std::size_t mark(const char* at, std::size_t n) noexcept; // the arena offset of `at`
     void copy_head_until(std::size_t end);                    // head offset; may throw bad_alloc
     char head_byte(std::size_t off) const noexcept;           // from the arena or this piece
-    std::string_view head_text(detail::request_builder::range r) const noexcept;
+    std::string_view head_text(detail::request_builder::range r) const noexcept; // arena range
 
     const char* exec_begin_ = nullptr; // start of the bytes of the llhttp_execute in progress
     std::size_t version_end_ = 0;      // head offset just past the HTTP version, 0 before it
     std::size_t version_len_ = 0;      // bytes of the version ("1.1") seen so far
     std::size_t extra_bytes_ = 0;      // chunk extensions and trailer fields received
-    std::size_t value_end_ = 0;        // head offset just past the header value's last piece, 0 before it
-    std::size_t field_end_ = 0;        // head offset just past the last header name's last piece
     std::size_t last_lf_end_ = 0;      // head offset just past the last LF of earlier pieces, 0: none
     std::size_t head_base_ = 0;        // the arena offset of the head's first byte
     std::size_t copied_ = 0;           // head bytes already in the arena
