@@ -1,6 +1,6 @@
 #include "gateway.h"
 
-#include <charconv>
+#include <utility>
 
 #include <sluice/forwarding.h>
 
@@ -42,10 +42,10 @@ bool refused(sluice::exchange& ex) {
     return false;
 }
 
-sluice::response downstream_response(const sluice::result<sluice::client_response>& r) {
+sluice::response downstream_response(sluice::result<sluice::client_response> r) {
     sluice::response out;
     if (r) {
-        sluice::copy_response(*r, out);
+        sluice::copy_response(std::move(*r), out); // the body moves, not copied
         return out;
     }
     const std::error_code ec = r.error();
@@ -59,19 +59,6 @@ sluice::response downstream_response(const sluice::result<sluice::client_respons
         out.status(502).text("Bad Gateway: " + ec.message() + "\n");
     }
     return out;
-}
-
-std::optional<std::uint64_t> upstream_length(const sluice::client_response& head) {
-    const auto v = head.header("Content-Length");
-    if (!v) {
-        return std::nullopt;
-    }
-    std::uint64_t n = 0;
-    const auto r = std::from_chars(v->data(), v->data() + v->size(), n);
-    if (r.ec != std::errc{} || r.ptr != v->data() + v->size()) {
-        return std::nullopt; // not a length this relay can vouch for: chunked downstream
-    }
-    return n;
 }
 
 } // namespace gateway

@@ -39,13 +39,7 @@ bool refused(sluice::exchange& ex);
 
 /// The downstream response for an upstream result: the upstream's response (end-to-end
 /// headers), or 504 for a timeout, 503 for an exhausted pool, 502 for any other failure.
-sluice::response downstream_response(const sluice::result<sluice::client_response>& r);
-
-/// The upstream's Content-Length, when its body is framed by one (the client checked it: one
-/// value, digits only, no Transfer-Encoding beside it); nullopt: the body goes downstream
-/// chunked. Declared downstream with response::content_length, so the client gets the same
-/// framing, and a body cut upstream reaches it as fewer bytes than declared.
-std::optional<std::uint64_t> upstream_length(const sluice::client_response& head);
+sluice::response downstream_response(sluice::result<sluice::client_response> r);
 
 struct route {
     std::string method;

@@ -120,8 +120,8 @@ void relay::on_end(std::error_code e) {
         {
             std::lock_guard lock(mu_);
             if (!e && head_) {
-                sluice::copy_response(*head_, out);
-                out.body(std::move(pending_));
+                head_->body = std::move(pending_); // whole: sent with its length, not streamed
+                sluice::copy_response(std::move(*head_), out);
             } else {
                 out = downstream_response(
                     sluice::result<client_response>(e ? e : make_error_code(sluice::client_errc::reset)));
@@ -188,8 +188,8 @@ void relay::dispatch(exchange& ex) {
     }
     if (first && ended && !error) {
         // Whole before anything went out: sent as it came, with Content-Length.
-        sluice::copy_response(*head, ex.response());
-        ex.response().body(std::move(bytes));
+        head->body = std::move(bytes);
+        sluice::copy_response(std::move(*head), ex.response());
         return;
     }
     if (ended && error) {
@@ -203,15 +203,13 @@ void relay::dispatch(exchange& ex) {
         throw std::runtime_error("upstream body cut: " + error.message());
     }
     if (first) {
+        // The downstream client gets the upstream's framing: copy_response() declares the
+        // upstream's Content-Length (a head without its body), else the stream is chunked. The
+        // core holds the stream to the length, so a body cut upstream (the throw above) still
+        // reaches the client as fewer bytes than declared and a closed connection. For HEAD
+        // the length is the one a GET would have and no body is counted; for 304 the core
+        // sends the head alone.
         sluice::copy_response(*head, ex.response());
-        if (const auto n = upstream_length(*head)) {
-            // The downstream client gets the upstream's framing: a length, not chunks. The core
-            // holds the stream to it, so a body cut upstream (the throw above) still reaches the
-            // client as fewer bytes than declared and a closed connection. For HEAD the length
-            // is the one a GET would have (RFC 9110 §9.3.2) and no body is counted; for 304 the
-            // core sends the head alone.
-            ex.response().content_length(*n);
-        }
     }
     // Streaming from the first piece on (also an empty one: the head goes out now).
     ex.response().write(bytes);

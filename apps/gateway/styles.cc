@@ -41,8 +41,8 @@ sluice::handler sync_style(gateway& g, std::string path) {
         if (refused(ex)) {
             return;
         }
-        const result<client_response> r = g.api.send_blocking(upstream_request(ex, path, body_hold::borrow));
-        ex.response() = downstream_response(r);
+        ex.response() =
+            downstream_response(g.api.send_blocking(upstream_request(ex, path, body_hold::borrow)));
     };
 }
 
@@ -87,10 +87,7 @@ sluice::handler co_style(gateway& g, std::string path) {
             ex.response() = downstream_response(result<client_response>(s.error()));
             co_return;
         }
-        sluice::copy_response(s->head(), ex.response());
-        if (const auto n = upstream_length(s->head())) {
-            ex.response().content_length(*n); // the upstream's framing, as relay.cc
-        }
+        sluice::copy_response(s->head(), ex.response()); // with the upstream's length, if any
         bool head_out = false;
         while (auto piece = co_await s->next()) {
             ex.response().write(*piece);

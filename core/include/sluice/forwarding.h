@@ -15,6 +15,7 @@
 // client applies to its requests too: one rule for both.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +57,19 @@ std::string origin_target(const request& req);
 /// Copies an upstream response into `to`: status, end-to-end headers (hop-by-hop fields and
 /// the upstream's Content-Length / Transfer-Encoding removed: the server frames the body
 /// itself) and body. A header the server may not send (it throws) is skipped.
+///
+/// Except when `from` has a Content-Length n > 0 and no body — the answer to a HEAD, a 304,
+/// or the head of a streamed call (client_body_stream::head(), client_stream_handler::on_head)
+/// — then n becomes `to`'s declared length (response::content_length): a HEAD gets the
+/// length a GET would have, and a body written after the head is held to the upstream's
+/// framing. So a client_response made by hand with a length and no body answers a GET with
+/// a cut body.
 void copy_response(const client_response& from, response& to);
+/// The same, moving the body instead of copying it.
+void copy_response(client_response&& from, response& to);
+
+/// The response's Content-Length as a number; nullopt when it has none, or one that is not
+/// a plain decimal within 64 bits (the client refuses such responses before they get here).
+std::optional<std::uint64_t> content_length_of(const client_response& from);
 
 } // namespace sluice

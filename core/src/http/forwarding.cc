@@ -1,5 +1,9 @@
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include <sluice/forwarding.h>
 
@@ -139,7 +143,22 @@ std::string origin_target(const request& req) {
     return target[path] == '?' ? "/" + std::string(target.substr(path)) : std::string(target.substr(path));
 }
 
-void copy_response(const client_response& from, response& to) {
+std::optional<std::uint64_t> content_length_of(const client_response& from) {
+    const auto v = from.header("Content-Length");
+    if (!v) {
+        return std::nullopt;
+    }
+    std::uint64_t n = 0;
+    const auto r = std::from_chars(v->data(), v->data() + v->size(), n);
+    if (r.ec != std::errc{} || r.ptr != v->data() + v->size()) {
+        return std::nullopt;
+    }
+    return n;
+}
+
+namespace {
+
+void copy_head(const client_response& from, response& to) {
     to.status(from.status);
     for (const auto& h : from.headers) {
         if (is_hop_by_hop_header(h.name, from.headers) || iequals(h.name, "content-length")) {
@@ -152,7 +171,27 @@ void copy_response(const client_response& from, response& to) {
             // second line of defence): dropped rather than forwarded broken.
         }
     }
+    // A response to HEAD (or a 304) has a Content-Length and no body: the length is the one
+    // the body would have (RFC 9110 §8.6, §9.3.2). Declared, the server sends it as it is
+    // instead of framing the empty body as Content-Length: 0; a body streamed after it is held
+    // to it. A length of 0 needs no declaration: the whole empty body gets the same.
+    if (from.body.empty()) {
+        if (const auto n = content_length_of(from); n && *n > 0) {
+            to.content_length(*n);
+        }
+    }
+}
+
+} // namespace
+
+void copy_response(const client_response& from, response& to) {
+    copy_head(from, to);
     to.body(from.body);
+}
+
+void copy_response(client_response&& from, response& to) {
+    copy_head(from, to);
+    to.body(std::move(from.body));
 }
 
 } // namespace sluice

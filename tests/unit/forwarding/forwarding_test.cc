@@ -141,6 +141,53 @@ TEST(Forwarding, CopyResponseKeepsEndToEndFieldsOnly) {
     EXPECT_EQ(r.status(), 201);
     EXPECT_EQ(r.raw_headers(), "ETag: \"e\"\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n");
     EXPECT_EQ(r.body(), "ok");
+    EXPECT_FALSE(r.is_streaming()) << "a whole body is sent whole";
+    EXPECT_FALSE(r.content_length());
+}
+
+TEST(Forwarding, CopyResponseDeclaresALengthThatCameWithoutItsBody) {
+    // The answer to a HEAD (or a 304, or a streamed call's head): its Content-Length is the
+    // body's that did not come, and must reach the client as it is (RFC 9110 §9.3.2).
+    client_response up;
+    up.status = 200;
+    up.headers = {{"Content-Length", "300001"}, {"Content-Type", "text/plain"}};
+    response r;
+    copy_response(up, r);
+    EXPECT_EQ(r.content_length(), 300'001u);
+    EXPECT_TRUE(r.is_streaming());
+    EXPECT_EQ(r.raw_headers(), "Content-Type: text/plain\r\n");
+    EXPECT_TRUE(r.body().empty());
+
+    // The same length with its body: whole, framed by the server.
+    up.body = std::string(300'001, 'x');
+    response whole;
+    copy_response(std::move(up), whole);
+    EXPECT_FALSE(whole.content_length());
+    EXPECT_FALSE(whole.is_streaming());
+    EXPECT_EQ(whole.body().size(), 300'001u);
+
+    // Length 0, a length that is not a number, none: nothing declared.
+    for (const char* v : {"0", "12x", ""}) {
+        client_response odd;
+        if (*v != '\0') {
+            odd.headers = {{"Content-Length", v}};
+        }
+        response out;
+        copy_response(odd, out);
+        EXPECT_FALSE(out.content_length()) << v;
+        EXPECT_FALSE(out.is_streaming()) << v;
+    }
+}
+
+TEST(Forwarding, ContentLengthOfReadsAPlainDecimalWithin64BitsOnly) {
+    client_response up;
+    EXPECT_FALSE(content_length_of(up));
+    up.headers = {{"content-length", "18446744073709551615"}};
+    EXPECT_EQ(content_length_of(up), 18'446'744'073'709'551'615u);
+    for (const char* v : {"18446744073709551616", "-1", "+1", " 1", "1 ", "0x10", ""}) {
+        up.headers = {{"Content-Length", v}};
+        EXPECT_FALSE(content_length_of(up)) << '"' << v << '"';
+    }
 }
 
 } // namespace
