@@ -3,9 +3,7 @@
 // result made into the downstream response).
 #pragma once
 
-#include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
