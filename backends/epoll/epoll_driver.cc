@@ -1,5 +1,6 @@
 #include "epoll_driver.h"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -211,6 +212,25 @@ int driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) no
     if (!s->registered && !register_fd(fd, *s, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)) {
         s->connecting = false;
         return -errno;
+    }
+    // The handshake may be over already: on loopback the peer's answer is processed as the
+    // connect() call releases the socket, just after it chose EINPROGRESS. Its EPOLLOUT would
+    // then wait behind every event already ready (the kernel's ready list is first come,
+    // first served): a burst of requests would all be read before the first of them went
+    // upstream. One poll() per new connection reports it with the next wait instead.
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, 0) == 1) {
+        s->connecting = false;
+        int err = 0; // as on_event() reads it
+        if ((p.revents & (POLLERR | POLLHUP)) != 0) {
+            socklen_t err_len = sizeof err;
+            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
+        }
+        try {
+            pending_.push_back({owner, op::connect, false, -err, no_buffer, nullptr});
+        } catch (const std::bad_alloc&) {
+            s->connecting = true; // its EPOLLOUT reports it, later
+        }
     }
     return 0;
 }

@@ -26,8 +26,7 @@ enum class op_kind : std::uint8_t {
     recv_poll,    ///< no buffer ring: poll for input, then recv() into the pool
     hup_poll,     ///< receiving paused: poll for the peer's hang-up only (rule 6)
     send,         ///< send / sendmsg
-    connect,      ///< connect
-    connect_poll, ///< connect answered -EINPROGRESS: poll for writability, then SO_ERROR
+    connect_poll, ///< a connect() in progress: poll for writability, then SO_ERROR
     cancel,       ///< a cancellation (its own CQE counts too)
 };
 
@@ -41,11 +40,7 @@ struct op_record {
     op_kind kind = op_kind::cancel;
     bool in_use = false;
     bool canceling = false; ///< a cancellation was asked for; its final CQE ends it
-    socklen_t peer_len = 0;
-    msghdr msg{}; ///< sendmsg with more than one iovec
-    /// connect's address, allocated on a record's first connect and kept with it: outbound
-    /// connects are rare next to receives, which should not pay 128 bytes each for it.
-    std::unique_ptr<sockaddr_storage> peer;
+    msghdr msg{};           ///< sendmsg with more than one iovec
 };
 
 class op_slab {

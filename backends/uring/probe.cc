@@ -343,8 +343,11 @@ int setup_ring(io_uring& ring, unsigned sq, unsigned cq, const features& allowed
     if (allowed.single_issuer) {
         // DEFER_TASKRUN (6.1) needs SINGLE_ISSUER (6.0): completions are run only when the
         // owner thread enters with GETEVENTS, i.e. in wait(), never by an interrupt.
-        attempts.push_back(
-            {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_SUBMIT_ALL, true, false});
+        // TASKRUN_FLAG (5.19): the kernel raises IORING_SQ_TASKRUN when it left completions
+        // queued, which it does after 20 per enter (see driver::wait).
+        attempts.push_back({IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+                                IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_SUBMIT_ALL,
+                            true, false});
     }
     if (allowed.coop_taskrun) {
         attempts.push_back({IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL, false, true});
@@ -386,9 +389,8 @@ std::string check_required(io_uring& ring) {
     };
     static constexpr named required[] = {
         {IORING_OP_POLL_ADD, "POLL_ADD"}, {IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"},
-        {IORING_OP_ACCEPT, "ACCEPT"},     {IORING_OP_CONNECT, "CONNECT"},
-        {IORING_OP_SENDMSG, "SENDMSG"},   {IORING_OP_SEND, "SEND"},
-        {IORING_OP_RECV, "RECV"},
+        {IORING_OP_ACCEPT, "ACCEPT"},     {IORING_OP_SENDMSG, "SENDMSG"},
+        {IORING_OP_SEND, "SEND"},         {IORING_OP_RECV, "RECV"},
     };
     std::string missing;
     for (const named& n : required) {

@@ -22,7 +22,7 @@
 //
 // Required, or io_uring is reported unusable: FAST_POLL (5.7; without it every idle
 // socket would park a kernel worker thread) and the opcodes RECV, SEND, SENDMSG, ACCEPT,
-// CONNECT, POLL_ADD and ASYNC_CANCEL.
+// POLL_ADD and ASYNC_CANCEL.
 #pragma once
 
 #include <liburing.h>

@@ -93,7 +93,6 @@ void driver::on_cqe(const io_uring_cqe& cqe, std::vector<completion>& out) noexc
             out.push_back({r->owner, op::send, false, cqe.res, no_buffer, nullptr});
         }
         break;
-    case op_kind::connect:
     case op_kind::connect_poll:
         on_connect(*r, cqe, st, out);
         break;
@@ -291,24 +290,9 @@ void driver::on_connect(const op_record& r, const io_uring_cqe& cqe, fd_state& s
     if (st.closing) {
         return;
     }
-    int result = cqe.res;
-    if (r.kind == op_kind::connect && (result == -EINPROGRESS || result == -EALREADY)) {
-        // Some kernels answer a non-blocking socket's connect this way instead of waiting:
-        // wait for writability, then read the outcome from SO_ERROR (connect(2)).
-        const std::uint32_t i = start_op(op_kind::connect_poll, r.fd, r.owner, &st);
-        if (i != no_op) {
-            if (io_uring_sqe* sqe = get_sqe()) {
-                io_uring_prep_poll_add(sqe, r.fd, POLLOUT);
-                set_data(sqe, i);
-                st.connect_op = i;
-                return;
-            }
-            abort_op(i, &st);
-        }
-        result = -ENOMEM;
-    } else if (r.kind == op_kind::connect_poll && result >= 0) {
-        result = -socket_error(r.fd);
-    }
+    // The poll for writability of a connect in progress (driver::connect): its outcome is in
+    // SO_ERROR (connect(2)).
+    const int result = cqe.res >= 0 ? -socket_error(r.fd) : cqe.res;
     out.push_back({r.owner, op::connect, false, result, no_buffer, nullptr});
 }
 

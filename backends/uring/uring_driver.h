@@ -12,11 +12,16 @@
 //               hang-up (rule 6)
 //   send        one SEND (one iovec) or SENDMSG (several) with MSG_NOSIGNAL, queued in
 //               the SQ and submitted with everything else by the next wait()
-//   connect     one CONNECT, on a copy of the address (it is read at submission)
+//   connect     connect(2) itself, then poll(2) once: a handshake already over (loopback)
+//               is reported by the next wait(), not behind every CQE already queued; one
+//               still in progress gets a POLL_ADD(POLLOUT), then SO_ERROR
 //   close       one ASYNC_CANCEL by fd with IORING_ASYNC_CANCEL_ALL; when the final CQE
 //               of every operation on the fd has arrived, close(2) and op::close (rule 4)
 //   wait        one io_uring_enter: submit, then wait for a CQE or the timeout (EXT_ARG,
-//               5.11, or liburing's timeout SQE before it); reap every CQE
+//               5.11, or liburing's timeout SQE before it); reap every CQE. With
+//               DEFER_TASKRUN the kernel runs only 20 queued completions per such enter
+//               (6.11+) and flags the rest (IORING_SQ_TASKRUN): enters that do not wait
+//               run them, up to a batch (recv_buffer_count) per wait
 //   wake        a write to an eventfd that a (multishot) POLL_ADD on the ring watches:
 //               the only way another thread can reach a SINGLE_ISSUER ring
 //
@@ -145,6 +150,8 @@ private:
     void run_rearms(std::vector<completion>& out) noexcept;
 
     int enter(std::chrono::nanoseconds timeout) noexcept;
+    /// More of the completions the kernel left queued, up to a batch per wait (DEFER_TASKRUN).
+    void run_queued(std::size_t before, std::vector<completion>& out) noexcept;
     void reap(std::vector<completion>& out) noexcept;
     void on_cqe(const io_uring_cqe& cqe, std::vector<completion>& out) noexcept;
     void on_accept(const op_record& r, const io_uring_cqe& cqe, bool final, fd_state& st,
