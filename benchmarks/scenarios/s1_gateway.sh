@@ -207,9 +207,15 @@ run_case() {
     reset_backend
     local rss_idle
     rss_idle=$(bench_rss_kib "${mem_pids[@]}")
-    python3 "$SAMPLER" --port "$UPSTREAM_PORT" --duration "$DURATION" >"$out.samples" 2>"$out.samples.err" &
+    # The sampler starts first and counts from the instant the load starts: a Python start-up
+    # beside the load's first round added ~20-100 ms to every request of it (wrk's p99).
+    local start_at
+    start_at=$(awk -v now="$(date +%s.%N)" 'BEGIN { printf "%.3f", now + 2 }')
+    python3 "$SAMPLER" --port "$UPSTREAM_PORT" --duration "$DURATION" --start-at "$start_at" \
+        >"$out.samples" 2>"$out.samples.err" &
     local sampler=$!
     STARTED_PIDS+=("$sampler")
+    sleep "$(awk -v at="$start_at" -v now="$(date +%s.%N)" 'BEGIN { d = at - now; printf "%.3f", (d > 0 ? d : 0) }')"
     local url="$SCHEME://127.0.0.1:$port/api/$style/work?ms=$DELAY_MS"
     if [[ $LOAD_TOOL == sluice-load ]]; then
         load_sluice "$out" "$url" &
