@@ -23,6 +23,15 @@ std::uint64_t key(int fd, std::uint32_t generation) noexcept {
     return static_cast<std::uint32_t>(fd) | (std::uint64_t{generation} << 32);
 }
 
+/// The socket's pending error (SO_ERROR, which reading clears): what a failed connect or a
+/// hang-up was.
+int socket_error(int fd) noexcept {
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    return err;
+}
+
 } // namespace
 
 std::unique_ptr<io::driver> driver::create(const driver_options& options, std::string& error) {
@@ -145,10 +154,7 @@ void driver::pause_recv(int fd, void* owner) noexcept {
 
 void driver::report_hang_up(int fd, slot& s, std::vector<completion>& out) noexcept {
     s.paused = false;
-    int err = 0;
-    socklen_t len = sizeof err;
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    out.push_back({s.owner, op::recv, false, -err, no_buffer, nullptr});
+    out.push_back({s.owner, op::recv, false, -socket_error(fd), no_buffer, nullptr});
 }
 
 void driver::mark_ready(int fd, slot& s) noexcept {
@@ -221,11 +227,7 @@ int driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) no
     pollfd p{fd, POLLOUT, 0};
     if (::poll(&p, 1, 0) == 1) {
         s->connecting = false;
-        int err = 0; // as on_event() reads it
-        if ((p.revents & (POLLERR | POLLHUP)) != 0) {
-            socklen_t err_len = sizeof err;
-            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
-        }
+        const int err = (p.revents & (POLLERR | POLLHUP)) != 0 ? socket_error(fd) : 0;
         try {
             pending_.push_back({owner, op::connect, false, -err, no_buffer, nullptr});
         } catch (const std::bad_alloc&) {
@@ -333,10 +335,7 @@ void driver::on_event(const epoll_event& ev, std::vector<completion>& out) noexc
     if ((e & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0) {
         if (s.connecting) {
             s.connecting = false;
-            int err = 0;
-            socklen_t len = sizeof err;
-            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-            out.push_back({s.owner, op::connect, false, -err, no_buffer, nullptr});
+            out.push_back({s.owner, op::connect, false, -socket_error(fd), no_buffer, nullptr});
         } else if (s.iov != nullptr) {
             try_send(fd, s, out);
         }

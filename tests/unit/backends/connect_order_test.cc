@@ -24,18 +24,105 @@ namespace {
 
 using namespace std::chrono_literals;
 
-int connect_blocking(std::uint16_t port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+sockaddr_in loopback(std::uint16_t port) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(port);
+    return a;
+}
+
+int connect_blocking(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const sockaddr_in a = loopback(port);
     if (fd >= 0 && ::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
         ::close(fd);
         return -1;
     }
     return fd;
 }
+
+/// Gives every lent buffer back (rule 5).
+void release_all(io::driver& d, const std::vector<io::completion>& out) {
+    for (const io::completion& c : out) {
+        if (c.buffer != io::no_buffer) {
+            d.release(c.buffer);
+        }
+    }
+}
+
+/// `count` loopback connections that a driver receives on, idle; ready() makes every one of
+/// them readable at once, as a burst of requests does. The destructor closes them through the
+/// driver and lets it report the closes (rule 4).
+class ready_burst {
+public:
+    ready_burst(io::driver& d, int count) : d_(d) {
+        listener_ = detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"),
+                                          detail::reuse_port::no, 1024);
+        if (listener_ < 0) {
+            return;
+        }
+        port_ = detail::bound_port(listener_);
+        for (int i = 0; i < count; ++i) {
+            const int c = connect_blocking(port_);
+            const int fd = c < 0 ? -1 : ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (c >= 0) {
+                clients_.push_back(c);
+            }
+            if (fd < 0 || d_.recv(fd, &owner_) != 0) {
+                if (fd >= 0) {
+                    ::close(fd);
+                }
+                return;
+            }
+            served_.push_back(fd);
+        }
+        std::vector<io::completion> out;
+        d_.wait(10ms, out); // io_uring submits the receives here
+        idle_ = out.empty();
+    }
+    ~ready_burst() {
+        for (const int fd : served_) {
+            d_.close(fd, &owner_);
+        }
+        std::vector<io::completion> out;
+        for (int i = 0; i < 20; ++i) {
+            out.clear();
+            d_.wait(1ms, out);
+            release_all(d_, out);
+        }
+        for (const int c : clients_) {
+            ::close(c);
+        }
+        if (listener_ >= 0) {
+            ::close(listener_);
+        }
+    }
+    ready_burst(const ready_burst&) = delete;
+    ready_burst& operator=(const ready_burst&) = delete;
+
+    /// All `count` connections open and receiving, and nothing reported yet.
+    bool armed(int count) const noexcept { return static_cast<int>(served_.size()) == count && idle_; }
+    std::uint16_t port() const noexcept { return port_; }
+    /// One byte from every client: all readable at once.
+    bool ready() {
+        for (const int c : clients_) {
+            if (::send(c, "x", 1, MSG_NOSIGNAL) != 1) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+private:
+    io::driver& d_;
+    int listener_ = -1;
+    std::uint16_t port_ = 0;
+    std::vector<int> clients_;
+    std::vector<int> served_;
+    int owner_ = 0;
+    bool idle_ = false;
+};
 
 TEST(connect_order, a_connect_done_at_once_is_reported_before_a_backlog_of_ready_sockets) {
     for (const std::string name : {"epoll", "uring"}) {
@@ -47,37 +134,15 @@ TEST(connect_order, a_connect_done_at_once_is_reported_before_a_backlog_of_ready
         io::driver_options o; // 256 events per wait: the backlog below takes three
         auto d = find_backend(name)->create(o, error);
         ASSERT_NE(d, nullptr) << error;
-        const int listener = detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"),
-                                                   detail::reuse_port::no, 1024);
-        ASSERT_GE(listener, 0);
-        const std::uint16_t port = detail::bound_port(listener);
-
-        // 600 connections, receiving through the driver, idle...
+        // 600 connections, receiving through the driver, idle, then all readable at once...
         constexpr int backlog = 600;
-        std::vector<int> clients;
-        std::vector<int> served;
-        int owner = 0;
-        for (int i = 0; i < backlog; ++i) {
-            clients.push_back(connect_blocking(port));
-            ASSERT_GE(clients.back(), 0);
-            served.push_back(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-            ASSERT_GE(served.back(), 0);
-            ASSERT_EQ(d->recv(served.back(), &owner), 0);
-        }
-        std::vector<io::completion> out;
-        d->wait(10ms, out); // io_uring submits the receives here
-        ASSERT_TRUE(out.empty());
-        // ...then all readable at once, as a burst of requests is.
-        for (const int c : clients) {
-            ASSERT_EQ(::send(c, "x", 1, MSG_NOSIGNAL), 1);
-        }
-        // A new connection to the same listener: on loopback the handshake is done inside
-        // connect() (the listener's queue takes it; nobody needs to accept).
+        ready_burst burst(*d, backlog);
+        ASSERT_TRUE(burst.armed(backlog));
+        ASSERT_TRUE(burst.ready());
+        // ...and a new connection to the same listener: on loopback the handshake is done
+        // inside connect() (the listener's queue takes it; nobody needs to accept).
         const int up = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(port);
+        const sockaddr_in a = loopback(burst.port());
         int up_owner = 0;
         ASSERT_EQ(d->connect(up, reinterpret_cast<const sockaddr*>(&a), sizeof a, &up_owner), 0);
 
@@ -87,6 +152,7 @@ TEST(connect_order, a_connect_done_at_once_is_reported_before_a_backlog_of_ready
         int reads_before = 0;
         int connect_result = 1;
         int waits = 0;
+        std::vector<io::completion> out;
         while (waits < 50 && connect_result == 1) {
             ++waits;
             out.clear();
@@ -97,32 +163,13 @@ TEST(connect_order, a_connect_done_at_once_is_reported_before_a_backlog_of_ready
                 } else if (c.kind == io::op::recv && c.result > 0 && connect_result == 1) {
                     ++reads_before;
                 }
-                if (c.buffer != io::no_buffer) {
-                    d->release(c.buffer);
-                }
             }
+            release_all(*d, out);
         }
         EXPECT_EQ(connect_result, 0);
         EXPECT_LE(waits, 2) << "the connect was reported behind the " << reads_before
                             << " reads of sockets that were ready before it";
-
         d->close(up, &up_owner);
-        for (const int fd : served) {
-            d->close(fd, &owner);
-        }
-        for (int i = 0; i < 20; ++i) { // the close completions (rule 4), then nothing is left
-            out.clear();
-            d->wait(1ms, out);
-            for (const io::completion& c : out) {
-                if (c.buffer != io::no_buffer) {
-                    d->release(c.buffer);
-                }
-            }
-        }
-        for (const int c : clients) {
-            ::close(c);
-        }
-        ::close(listener);
     }
 }
 
@@ -139,60 +186,25 @@ TEST(connect_order, a_burst_of_ready_sockets_is_reported_in_batches_of_the_loop_
         io::driver_options o; // up to 256 receive buffers lent per wait (rule 5)
         auto d = find_backend(name)->create(o, error);
         ASSERT_NE(d, nullptr) << error;
-        const int listener = detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"),
-                                                   detail::reuse_port::no, 1024);
-        ASSERT_GE(listener, 0);
-        const std::uint16_t port = detail::bound_port(listener);
         constexpr int burst = 600;
-        std::vector<int> clients;
-        std::vector<int> served;
-        int owner = 0;
-        for (int i = 0; i < burst; ++i) {
-            clients.push_back(connect_blocking(port));
-            ASSERT_GE(clients.back(), 0);
-            served.push_back(::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-            ASSERT_GE(served.back(), 0);
-            ASSERT_EQ(d->recv(served.back(), &owner), 0);
-        }
-        std::vector<io::completion> out;
-        d->wait(10ms, out);
-        ASSERT_TRUE(out.empty());
-        for (const int c : clients) {
-            ASSERT_EQ(::send(c, "x", 1, MSG_NOSIGNAL), 1);
-        }
+        ready_burst sockets(*d, burst);
+        ASSERT_TRUE(sockets.armed(burst));
+        ASSERT_TRUE(sockets.ready());
         int reads = 0;
         int waits = 0;
+        std::vector<io::completion> out;
         while (waits < 100 && reads < burst) {
             ++waits;
             out.clear();
             d->wait(100ms, out);
             for (const io::completion& c : out) {
                 reads += c.kind == io::op::recv && c.result > 0 ? 1 : 0;
-                if (c.buffer != io::no_buffer) {
-                    d->release(c.buffer);
-                }
             }
+            release_all(*d, out);
         }
         EXPECT_EQ(reads, burst);
         // 600 / 256 rounds up to 3; one more for a wait that returns between two batches.
         EXPECT_LE(waits, 4) << "a burst of " << burst << " took " << waits << " waits";
-
-        for (const int fd : served) {
-            d->close(fd, &owner);
-        }
-        for (int i = 0; i < 20; ++i) {
-            out.clear();
-            d->wait(1ms, out);
-            for (const io::completion& c : out) {
-                if (c.buffer != io::no_buffer) {
-                    d->release(c.buffer);
-                }
-            }
-        }
-        for (const int c : clients) {
-            ::close(c);
-        }
-        ::close(listener);
     }
 }
 
