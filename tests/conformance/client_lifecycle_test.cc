@@ -11,6 +11,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -210,6 +211,39 @@ TEST_P(client_sync_test, blocking_call_from_a_sync_handler) {
         EXPECT_EQ(r->status, 200);
         EXPECT_EQ(r->body, "ok");
     }
+    srv().stop();
+}
+
+TEST_P(client_sync_test, a_destroyed_client_frees_what_it_had_on_the_server_loops) {
+    // A client made and dropped while the server runs (one per configuration, or per request)
+    // must not leave its pool on the loop it called from: the pool holds the upstream's state,
+    // its options and TLS context. The loop's drain hook once held it until the server stopped.
+    fake_upstream up(answer_all);
+    const upstream target({up.address()});
+    auto cl = std::make_unique<client>(target);
+    std::mutex mu;
+    srv().route("GET", "/a", [&](exchange& ex) {
+        auto ctx = ex.start_async(5s);
+        std::lock_guard lock(mu);
+        cl->send(ex.executor(), {.target = "/x"}, [ctx](result<client_response> r) mutable {
+            ctx.complete(response(r ? 200 : 502).text(r ? r->body : r.error().message()));
+        });
+    });
+    srv().start();
+    {
+        test_client c(srv().port());
+        ASSERT_TRUE(c.send(get_request("/a"))) << c.error();
+        auto r = c.read_response();
+        ASSERT_TRUE(r) << c.error();
+        EXPECT_EQ(r->body, "ok");
+    }
+    EXPECT_GT(target.state().use_count(), 1);
+    {
+        std::lock_guard lock(mu);
+        cl.reset();
+    }
+    EXPECT_TRUE(wait_until([&] { return target.state().use_count() == 1; }))
+        << target.state().use_count() - 1 << " other owners of the upstream's state remain";
     srv().stop();
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <stdexcept>
 
 #include <sluice/exchange.h>
 #include <sluice/executor.h>
@@ -72,6 +73,26 @@ TEST_P(executor_test, executor_post_from_another_thread_runs_on_the_loop) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->body, "posted");
     EXPECT_EQ(in_loop->load(), 1);
+}
+
+TEST_P(executor_test, a_posted_task_that_throws_is_logged_and_the_loop_goes_on) {
+    // A posted task is the user's code on the loop, as a handler or a post_after() timer is:
+    // what it throws is logged, and the loop serves on (it once left the loop's thread, and
+    // std::terminate ended the process: e.g. a client callback calling value() on a failure).
+    srv().route("GET", "/throw", [](exchange& ex) {
+        auto ctx = ex.start_async(milliseconds(5000));
+        const auto exec = ex.executor();
+        EXPECT_TRUE(exec.post([] { throw std::runtime_error("posted task failed"); }));
+        EXPECT_TRUE(exec.post([ctx]() mutable { ctx.complete(response(200).text("after")); }));
+    });
+    srv().start();
+    auto r = fetch("/throw");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, "after");
+    EXPECT_TRUE(srv().log().wait_for("posted task failed"));
+    auto again = fetch("/throw");
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->body, "after");
 }
 
 TEST_P(executor_test, executor_outliving_the_server_refuses_posts) {

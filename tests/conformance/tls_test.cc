@@ -247,6 +247,43 @@ TEST_P(tls_test, renegotiation_is_refused_and_the_server_goes_on) {
     EXPECT_EQ(r->status, 200);
 }
 
+TEST_P(tls_test, a_slow_reader_of_a_large_response_gets_it_whole) {
+    // The ciphertext of one send goes out before more is encrypted: a partial inner send is
+    // reported as 0 and the owner sends again, and that call once encrypted 256 KiB more each
+    // time. With a reader slower than 256 KiB per wake-up of the sender (the blocking backend
+    // wakes every 250 ms) the queue then grew towards the whole response, and as it never
+    // emptied the owner saw no progress and cut the reader at its write deadline. Now the
+    // owner sees progress every 256 KiB: the whole response arrives.
+    constexpr std::size_t body_bytes = std::size_t{3} << 20;
+    srv().route("GET", "/big", [](exchange& ex) { ex.response().text(std::string(body_bytes, 'b')); });
+    srv().config().limits.write_timeout_ms = 1000;    // the no-progress bound
+    srv().config().limits.min_send_rate = 256u << 10; // the cap: 1 s + 12 s, beyond the reader
+    srv().start();
+    // Segments of an Ethernet's size and a small receive buffer: the server's send buffer is
+    // autotuned small, as towards a distant client, and each wake-up takes a few KiB (on
+    // loopback's 64 KiB segments it takes more than 256 KiB, which hid the growth).
+    test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
+                  {.rcvbuf = 16 * 1024, .mss = 1460});
+    ASSERT_TRUE(c.connected()) << c.error();
+    ASSERT_TRUE(c.send(get_request("/big"))) << c.error();
+    // Up to 16 KiB every 20 ms (~800 KB/s), decrypted.
+    std::string got;
+    const auto start = test_clock::now();
+    const auto complete = [&] {
+        const std::size_t head_end = got.find("\r\n\r\n");
+        return head_end != std::string::npos && got.size() - head_end - 4 >= body_bytes;
+    };
+    while (!complete() && !c.peer_closed() && test_clock::now() - start < std::chrono::seconds(30)) {
+        got += c.read_available(milliseconds(5));
+        std::this_thread::sleep_for(milliseconds(20));
+    }
+    const std::size_t head_end = got.find("\r\n\r\n");
+    ASSERT_NE(head_end, std::string::npos) << "no response head";
+    EXPECT_EQ(got.size() - head_end - 4, body_bytes)
+        << "the response was cut after " << got.size() << " bytes, in "
+        << std::chrono::duration_cast<milliseconds>(test_clock::now() - start).count() << " ms";
+}
+
 SLUICE_TLS_BACKEND_SUITE(tls_test);
 
 // TLS sent to a plaintext port: the server answers 400 or closes; it never crashes.

@@ -18,7 +18,7 @@
 namespace sluice::test {
 
 test_client::test_client(std::uint16_t port, std::chrono::milliseconds timeout, client_transport transport,
-                         client_handshake handshake)
+                         client_handshake handshake, client_socket_options options)
     : timeout_(timeout) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -27,6 +27,12 @@ test_client::test_client(std::uint16_t port, std::chrono::milliseconds timeout, 
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (options.rcvbuf > 0) {
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &options.rcvbuf, sizeof options.rcvbuf);
+    }
+    if (options.mss > 0) {
+        ::setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &options.mss, sizeof options.mss);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);

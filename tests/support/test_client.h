@@ -30,12 +30,19 @@ enum class client_transport { automatic, plain, tls };
 /// tests about connections the server has not taken yet: a handshake needs the server).
 enum class client_handshake { at_connect, on_first_io };
 
+/// Socket options set before the connect (0: the kernel's default).
+struct client_socket_options {
+    int rcvbuf = 0; ///< SO_RCVBUF
+    int mss = 0;    ///< TCP_MAXSEG: the peer's segments, and so its send buffer's autotuning, follow it
+};
+
 class test_client {
 public:
     /// Connects to 127.0.0.1:port (and handshakes, over TLS); check connected() / error().
     explicit test_client(std::uint16_t port, std::chrono::milliseconds timeout = default_timeout,
                          client_transport transport = client_transport::automatic,
-                         client_handshake handshake = client_handshake::at_connect);
+                         client_handshake handshake = client_handshake::at_connect,
+                         client_socket_options options = {});
     ~test_client();
     test_client(const test_client&) = delete;
     test_client& operator=(const test_client&) = delete;

@@ -192,8 +192,8 @@ void client_connection::broken(int rc) noexcept {
     // The retry rule (docs/client.md): once, on a fresh connection, only for a pooled
     // connection that may have gone stale while idle, when the upstream has said nothing
     // and repeating the request cannot do harm twice: an idempotent method, or provably
-    // nothing written (no send in flight, none completed).
-    const bool nothing_written = !request_written_ && !transport_.sending() && transport_.bytes_sent() == 0;
+    // nothing written (no send in flight, none that reported bytes or a TLS partial send).
+    const bool nothing_written = !request_written_ && !transport_.sending() && !transport_.may_have_written();
     const bool may_retry = from_pool_ && !session_.started() && !call_->retried &&
                            (http::is_idempotent(call_->request.method) || nothing_written);
     if (may_retry) {

@@ -54,7 +54,8 @@ void client_pool::attach() {
     // every proxied request in flight with 502). Once the server's connections have all
     // closed (answered, or ended when the drain ran out), only this pool's connections keep
     // the loop: calls still running then end with cancelled and the connections close.
-    loop_.on_drained([self = shared_from_this()] { self->shutdown(); });
+    // Held weakly: a client destroyed while the server runs frees its pools (~client).
+    loop_.on_drained(weak_from_this(), [this] { shutdown(); });
 }
 
 void client_pool::submit(std::shared_ptr<client_call_state> call) noexcept {

@@ -93,6 +93,7 @@ int transport::send(const iovec* iov, int n) noexcept {
         }
     }
     sent_ = 0;
+    zero_report_ = false;
     if (iov_count_ == 0) {
         return -EINVAL;
     }
@@ -178,6 +179,7 @@ void transport::on_send(const io::completion& c) noexcept {
     }
     auto n = static_cast<std::size_t>(c.result);
     sent_ += n;
+    zero_report_ = zero_report_ || (n == 0 && iov_count_ > 0);
     // Drop what went out from the front of the iovecs.
     int first = 0;
     while (first < iov_count_ && n >= iov_[first].iov_len) {

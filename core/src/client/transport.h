@@ -88,6 +88,9 @@ public:
     bool sending() const noexcept { return sending_; }
     /// Bytes of the current send that went out so far.
     std::size_t bytes_sent() const noexcept { return sent_; }
+    /// Whether any byte may be on the wire: some were reported sent, or a send was reported
+    /// as 0 bytes, which the TLS decorator does for a partial inner send (its bytes are out).
+    bool may_have_written() const noexcept { return sent_ > 0 || zero_report_; }
     loop& owner_loop() const noexcept { return loop_; }
 
     void on_io(const io::completion& c) noexcept override;
@@ -104,6 +107,7 @@ private:
     iovec iov_[2]{};
     int iov_count_ = 0;
     std::size_t sent_ = 0;
+    bool zero_report_ = false;
     int fd_ = -1;
     state state_ = state::closed;
     bool sending_ = false;

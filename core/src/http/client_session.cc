@@ -60,6 +60,9 @@ struct client_session::callbacks {
             return 0; // a trailer field: dropped (RFC 9110 §6.5.1), counted by feed()
         }
         const bool first_piece = s.in_value_ || s.out_->headers.empty() || !s.in_name_;
+        if (first_piece && s.out_->headers.size() >= max_fields) {
+            return fail(p, client_errc::response_too_large);
+        }
         s.in_value_ = false;
         s.in_name_ = true;
         return store(p, [&](client_response& r) {

@@ -42,6 +42,11 @@ protected:
 
 class client_session {
 public:
+    /// The most header fields one head may have (trailers are dropped, not counted): each
+    /// costs a client_header beside its bytes, so a head of tiny fields would otherwise cost
+    /// many times max_response_bytes. Beyond: response_too_large.
+    static constexpr std::size_t max_fields = 1000;
+
     explicit client_session(std::size_t max_response_bytes) noexcept;
     client_session(const client_session&) = delete;
     client_session& operator=(const client_session&) = delete;

@@ -1,5 +1,6 @@
 #include "loop/loop.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <exception>
 #include <system_error>
@@ -79,7 +80,15 @@ void loop::close_port() {
 
 void loop::run_tasks(std::vector<loop_port::task>& tasks) {
     for (auto& t : tasks) {
-        t();
+        // A posted task is user code (executor::post, a client callback), as a timer's is: what
+        // it throws is logged, not let out of the loop's thread (std::terminate).
+        try {
+            t();
+        } catch (const std::exception& e) {
+            log_.error("posted task threw: {}", e.what());
+        } catch (...) {
+            log_.error("posted task threw a non-exception");
+        }
     }
     tasks.clear();
 }
@@ -112,7 +121,7 @@ void loop::run(run_mode mode) {
         }
         if (stopping_ && live_ == background_ && !drained_hooks_ran_) {
             drained_hooks_ran_ = true;
-            run_hooks(drained_hooks_);
+            run_drained_hooks();
         }
         if (live_ == 0 && (stopping_ || mode == run_mode::until_idle)) {
             break;
@@ -127,12 +136,27 @@ void loop::run(run_mode mode) {
     }
 }
 
-void loop::on_drained(std::function<void()> fn) {
+void loop::on_drained(std::weak_ptr<const void> owner, std::function<void()> fn) {
     if (drained_hooks_ran_) {
-        fn();
+        if (!owner.expired()) {
+            fn();
+        }
         return;
     }
-    drained_hooks_.push_back(std::move(fn));
+    if (drained_hooks_.size() >= drained_prune_at_) {
+        std::erase_if(drained_hooks_, [](const drained_hook& h) { return h.owner.expired(); });
+        drained_prune_at_ = std::max<std::size_t>(16, drained_hooks_.size() * 2); // amortised O(1)
+    }
+    drained_hooks_.push_back({std::move(owner), std::move(fn)});
+}
+
+void loop::run_drained_hooks() {
+    auto run = std::move(drained_hooks_);
+    for (auto& h : run) {
+        if (const auto alive = h.owner.lock()) {
+            h.fn();
+        }
+    }
 }
 
 void loop::run_hooks(std::vector<std::function<void()>>& hooks) {

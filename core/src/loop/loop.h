@@ -117,7 +117,10 @@ public:
     /// Called once, on the loop thread, when a stop has begun and only background objects keep
     /// the loop (the server's connections have all closed: its drain is over). Registered after
     /// that (on the loop thread), `fn` runs at once: a pool made late must not keep the loop.
-    void on_drained(std::function<void()> fn);
+    /// The hook holds `owner` weakly: it runs only while the owner lives, and the hooks of
+    /// owners gone are dropped as others are added (a client made and destroyed while the
+    /// server runs leaves nothing behind here).
+    void on_drained(std::weak_ptr<const void> owner, std::function<void()> fn);
 
     /// For the watchdog: when the current iteration started dispatching (0 while waiting).
     std::int64_t busy_since_ns() const noexcept { return busy_since_.load(std::memory_order_relaxed); }
@@ -125,6 +128,7 @@ public:
 private:
     void run_iteration(bool block);
     static void run_hooks(std::vector<std::function<void()>>& hooks);
+    void run_drained_hooks();
     void run_tasks(std::vector<loop_port::task>& tasks);
     void close_port();
     void drop_owned_timers() noexcept;
@@ -142,7 +146,12 @@ private:
     std::vector<deferred*> deferred_;
     std::vector<deferred*> deferred_running_;
     std::vector<std::function<void()>> stop_hooks_;
-    std::vector<std::function<void()>> drained_hooks_;
+    struct drained_hook {
+        std::weak_ptr<const void> owner;
+        std::function<void()> fn;
+    };
+    std::vector<drained_hook> drained_hooks_;
+    std::size_t drained_prune_at_ = 16; ///< prune dead hooks when this many are held
     std::size_t live_ = 0;
     std::size_t background_ = 0; ///< of live_
     bool stopping_ = false;

@@ -237,10 +237,7 @@ int tls_driver::send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept
     s->encrypted = false;
     if (s->has_final && s->handshaking) {
         // The handshake failed: nothing will ever be encrypted.
-        s->owner_send = false;
-        s->send_done = true;
-        s->send_result = -EPIPE;
-        touch(*s);
+        fail_owner_send(*s, -EPIPE);
     } else if (!s->handshaking) {
         encrypt_owner_send(*s);
     }
@@ -544,29 +541,30 @@ void tls_driver::read_plain(conn& s) noexcept {
 }
 
 void tls_driver::encrypt_owner_send(conn& s) noexcept {
-    prime_queue(s);
-    std::size_t offset = 0;
-    const std::size_t limit = s.plain_encrypted + max_plain_per_send;
-    for (int i = 0; i < s.owner_iovcnt && offset < limit; ++i) {
-        const auto* base = static_cast<const char*>(s.owner_iov[i].iov_base);
-        const std::size_t len = s.owner_iov[i].iov_len;
-        // Bytes before plain_encrypted were encrypted for an earlier call that reported 0.
-        const std::size_t from = std::clamp(s.plain_encrypted, offset, offset + len) - offset;
-        const std::size_t to = std::min(len, limit - offset);
-        if (from < to) {
+    // A send again after a partial inner send was reported as 0: what was encrypted for it is
+    // still going out, and nothing more is encrypted until all of it is with the kernel and
+    // reported. Encrypting the next 256 KiB at each such call (as this once did) grew the queue
+    // towards the whole response for a slow reader, and since the queue never emptied, its
+    // owner saw no progress until the end and cut the reader at its write deadline.
+    if (s.plain_encrypted == 0) {
+        prime_queue(s);
+        std::size_t offset = 0;
+        for (int i = 0; i < s.owner_iovcnt && offset < max_plain_per_send; ++i) {
+            const auto* base = static_cast<const char*>(s.owner_iov[i].iov_base);
+            const std::size_t len = std::min(s.owner_iov[i].iov_len, max_plain_per_send - offset);
+            if (len == 0) {
+                continue;
+            }
             std::size_t written = 0;
             ERR_clear_error();
-            if (SSL_write_ex(s.ssl, base + from, to - from, &written) != 1 || written != to - from) {
+            if (SSL_write_ex(s.ssl, base, len, &written) != 1 || written != len) {
                 ERR_clear_error();
-                s.owner_send = false;
-                s.send_done = true;
-                s.send_result = -EPROTO;
-                touch(s);
+                fail_owner_send(s, -EPROTO);
                 return;
             }
-            s.plain_encrypted = offset + to;
+            offset += len;
+            s.plain_encrypted = offset;
         }
-        offset += len;
     }
     s.encrypted = true;
     flush(s);
@@ -618,10 +616,7 @@ void tls_driver::on_inner_sent(conn& s, std::int32_t result) noexcept {
             fail(s, result); // the 400 could not go out: nothing is left to wait for
         }
         if (s.owner_send) {
-            s.owner_send = false;
-            s.send_done = true;
-            s.send_result = result;
-            touch(s);
+            fail_owner_send(s, result);
         }
         return;
     }
@@ -652,10 +647,16 @@ void tls_driver::fail(conn& s, std::int32_t result) noexcept {
         report_connect(s, result == -EKEYREJECTED ? result : -EPROTO);
     }
     if (s.owner_send && !s.encrypted) {
-        s.owner_send = false;
-        s.send_done = true;
-        s.send_result = -EPIPE;
+        fail_owner_send(s, -EPIPE);
     }
+    touch(s);
+}
+
+void tls_driver::fail_owner_send(conn& s, std::int32_t error) noexcept {
+    s.owner_send = false;
+    s.send_done = true;
+    s.send_result = error;
+    s.plain_encrypted = 0; // nothing of it is owed any more
     touch(s);
 }
 

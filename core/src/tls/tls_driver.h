@@ -111,6 +111,8 @@ private:
     void read_plain(conn& s) noexcept;
     void encrypt_owner_send(conn& s) noexcept;
     void flush(conn& s) noexcept;
+    /// The owner's send ends with `error` (a completion is due).
+    void fail_owner_send(conn& s, std::int32_t error) noexcept;
     void on_inner_sent(conn& s, std::int32_t result) noexcept;
     void fail(conn& s, std::int32_t result) noexcept;
     void arm_inner_recv(conn& s) noexcept;

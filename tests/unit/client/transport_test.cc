@@ -106,3 +106,36 @@ TEST(transport, nth_operation_failing) {
 
 } // namespace
 } // namespace sluice::testing
+
+namespace sluice::testing {
+namespace {
+
+TEST(transport, a_send_reported_as_zero_may_have_written_bytes) {
+    // Over TLS a partial inner send is reported as 0 while its bytes are on the wire: the
+    // retry rule's "nothing of the request was written" must not be read from the count of
+    // reported bytes alone (a POST whose body went out was retried once on that reading).
+    auto drv = std::make_unique<fake_driver>();
+    fake_driver* d = drv.get();
+    d->send_limit = 3;
+    d->zero_reports = 1;
+    logger log(log_level::error);
+    detail::loop l(std::move(drv), log, 0);
+    recorder rec;
+    detail::transport t(l, rec);
+    rec.l = &l;
+    rec.t = &t;
+    l.retain();
+    t.adopt(7);
+    EXPECT_FALSE(t.may_have_written());
+    const iovec iov[1] = {{const_cast<char*>(request_head.data()), request_head.size()}};
+    ASSERT_EQ(t.send(iov, 1), 0);
+    l.run(detail::loop::run_mode::until_idle);
+    EXPECT_EQ(rec.sent_reports, 1);
+    EXPECT_LT(rec.sent_result, 0) << "the send after the 0 report fails";
+    EXPECT_EQ(d->peers[7].outbound, request_head.substr(0, 3)) << "3 bytes went out";
+    EXPECT_EQ(t.bytes_sent(), 0U);
+    EXPECT_TRUE(t.may_have_written());
+}
+
+} // namespace
+} // namespace sluice::testing

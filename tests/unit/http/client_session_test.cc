@@ -152,6 +152,24 @@ TEST_P(client_session_test, response_over_the_limit_is_too_large) {
     EXPECT_EQ(o.error, client_errc::response_too_large);
 }
 
+TEST_P(client_session_test, a_head_of_more_fields_than_the_limit_is_too_large) {
+    // Each field costs a client_header (~64 bytes) beside its bytes: 4-byte fields ("a:\r\n")
+    // up to max_response_bytes would cost 16 times that in memory. The count is capped.
+    const auto head_with = [](std::size_t fields) {
+        std::string wire = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n";
+        for (std::size_t i = 1; i < fields; ++i) {
+            wire += "a:\r\n";
+        }
+        return wire + "\r\n";
+    };
+    auto ok = parse(head_with(client_session::max_fields), GetParam());
+    EXPECT_EQ(ok.phase, response_phase::complete);
+    EXPECT_EQ(ok.res.headers.size(), client_session::max_fields);
+    auto o = parse(head_with(client_session::max_fields + 1), GetParam());
+    EXPECT_EQ(o.phase, response_phase::failed);
+    EXPECT_EQ(o.error, client_errc::response_too_large);
+}
+
 TEST_P(client_session_test, nothing_received_then_eof_is_reset) {
     auto o = parse("", GetParam(), false, true);
     EXPECT_EQ(o.phase, response_phase::failed);
