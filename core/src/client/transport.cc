@@ -179,7 +179,7 @@ void transport::on_send(const io::completion& c) noexcept {
     }
     auto n = static_cast<std::size_t>(c.result);
     sent_ += n;
-    zero_report_ = zero_report_ || (n == 0 && iov_count_ > 0);
+    zero_report_ = zero_report_ || n == 0; // a send in flight always has bytes (send())
     // Drop what went out from the front of the iovecs.
     int first = 0;
     while (first < iov_count_ && n >= iov_[first].iov_len) {

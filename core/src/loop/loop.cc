@@ -138,7 +138,7 @@ void loop::run(run_mode mode) {
 
 void loop::on_drained(std::weak_ptr<const void> owner, std::function<void()> fn) {
     if (drained_hooks_ran_) {
-        if (!owner.expired()) {
+        if (const auto alive = owner.lock()) {
             fn();
         }
         return;
