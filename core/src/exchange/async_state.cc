@@ -310,17 +310,6 @@ bool async_state::fail() noexcept {
     return true;
 }
 
-std::vector<async_listener> async_state::listeners(async_event_kind kind) const {
-    std::lock_guard lock(mu_);
-    std::vector<async_listener> out;
-    for (const auto& [k, l] : listeners_) {
-        if (k == kind) {
-            out.push_back(l);
-        }
-    }
-    return out;
-}
-
 bool async_state::claim_on_complete() noexcept {
     std::lock_guard lock(mu_);
     if (on_complete_fired_) {

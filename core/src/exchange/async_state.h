@@ -40,10 +40,12 @@
 #include <any>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -138,8 +140,14 @@ public:
     /// Any non-terminal phase -> done with an error; false if already done or completing
     /// (then the completion owns the outcome).
     bool fail() noexcept;
-    /// Listeners of one kind, in registration order (loop thread; the list is copied out).
-    std::vector<async_listener> listeners(async_event_kind kind) const;
+    /// Calls invoke(listener) for each listener of `kind` registered before the call, in
+    /// registration order (loop thread). Nothing is copied or allocated: on_complete releases
+    /// limiter permits and coroutine frames and must run also when memory is short (a copy of
+    /// a std::function allocates when its target is large). Each listener is moved out of its
+    /// slot while it runs, without the lock (it may add listeners, complete, set_timeout), and
+    /// put back after: on_timeout runs again after a re-arm. invoke must not throw.
+    template <class Invoke>
+    void run_listeners(async_event_kind kind, Invoke&& invoke) noexcept;
     /// The on_drained() callback, if one waits and the exchange is suspended (else empty).
     std::function<void()> take_drain_callback() noexcept;
     /// Puts back a callback taken with take_drain_callback() whose drain has not come after all;
@@ -181,5 +189,25 @@ private:
     async_host* host_; // loop thread only; null once detached
     std::uint64_t generation_;
 };
+
+template <class Invoke>
+void async_state::run_listeners(async_event_kind kind, Invoke&& invoke) noexcept {
+    std::unique_lock lock(mu_);
+    // Listeners registered meanwhile wait for the next event; slots keep their index when the
+    // vector grows under a listener.
+    const std::size_t end = listeners_.size();
+    for (std::size_t i = 0; i < end; ++i) {
+        auto& [k, slot] = listeners_[i];
+        if (k != kind || !slot) {
+            continue;
+        }
+        async_listener running;
+        running.swap(slot); // noexcept, where a move assignment need not be
+        lock.unlock();
+        invoke(static_cast<const async_listener&>(running));
+        lock.lock();
+        listeners_[i].second.swap(running);
+    }
+}
 
 } // namespace sluice::detail

@@ -2,6 +2,7 @@
 // timeout, and queueing the response (the lifecycle diagram is in connection.h).
 #include <exception>
 #include <new>
+#include <optional>
 
 #include <sluice/error.h>
 
@@ -519,25 +520,27 @@ void connection::fire(async_event_kind kind, std::error_code error) noexcept {
         lc_.counters.add(lc_.counters.async_errors, 1);
     }
     async_state* st = exchange_access::state(ex());
-    try {
-        auto listeners = st->listeners(kind);
-        if (listeners.empty()) {
-            return;
+    // Nothing here allocates: the listeners run in place, and the event's handle is one more
+    // reference on the state. An on_complete skipped for want of memory would keep a limiter's
+    // permit and a coroutine's runner for good.
+    std::optional<async_event> ev;
+    st->run_listeners(kind, [&](const async_listener& l) noexcept {
+        if (!ev) {
+            st->retain();
+            ev.emplace(async_event{kind, error, async_context(st)});
         }
-        st->retain();
-        async_event ev{kind, error, async_context(st)};
-        for (auto& l : listeners) {
+        try {
             try {
-                l(ev);
+                l(*ev);
             } catch (const std::exception& e) {
                 lc_.server.log.error("async listener threw: {}", e.what());
             } catch (...) {
                 lc_.server.log.error("async listener threw a non-exception");
             }
+        } catch (...) {
+            // Out of memory logging it: the next listener still runs.
         }
-    } catch (const std::bad_alloc&) {
-        lc_.server.log.error("out of memory running async listeners");
-    }
+    });
 }
 
 void connection::queue_error(int status, std::string_view reason) noexcept {
