@@ -5,7 +5,9 @@
 //   [running] <-----------------------------------------------------------------+
 //     |   | co_await of an async_op: op_begin()         posted resume_from(op) |
 //     |   +--------------------------------------> [waiting on op] ------------+
-//     |                                              |  exchange ends: on_timeout / on_error
+//     |                                              |  exchange ends: the timeout expired
+//     |                                              |  (no on_timeout listener completed,
+//     |                                              |  resumed or re-armed) / on_error
 //     | co_return / throw                            v  end(): op cancelled, resumed at once
 //     v                                          [running, cancelled] (awaits fail at once)
 //   [finished]: frame destroyed by the resumer;
@@ -63,7 +65,8 @@ public:
 
     /// The loop thread: a settled op's posted resumption.
     void resume_from(op_base* op) noexcept;
-    /// The loop thread: on_timeout / on_error — the exchange is ending.
+    /// The loop thread: the exchange is ending — its timeout expired (the expiry hook, after the
+    /// on_timeout listeners) or on_error.
     void end() noexcept;
     /// The loop thread: on_complete — the exchange is being released.
     void on_complete() noexcept;

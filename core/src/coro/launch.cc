@@ -6,6 +6,7 @@
 #include <sluice/coro.h>
 
 #include "coro/coro_run.h"
+#include "exchange/async_state.h"
 
 namespace sluice::detail {
 
@@ -28,7 +29,10 @@ void launch_coroutine(exchange& ex, async_context ctx, task<> t) {
         run->release(); // destroys the frame, which never ran
         throw;
     }
-    listeners_ctx.on_timeout([run](const async_event&) { run->end(); });
+    // The timeout cancels the coroutine only once it has won (no on_timeout listener completed,
+    // resumed or extended the exchange): a listener that re-arms keeps the coroutine running,
+    // and it finishes the exchange (docs/api.md, "How it ends").
+    listeners_ctx.state()->set_expiry_hook([run] { run->end(); });
     listeners_ctx.on_error([run](const async_event&) { run->end(); });
 
     if (run->launch()) {

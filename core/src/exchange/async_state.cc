@@ -168,6 +168,27 @@ void async_state::restore_drain_callback(std::function<void()> fn) noexcept {
     // `fn` is destroyed here, outside the lock: it may hold a handle to this state.
 }
 
+bool async_state::set_expiry_hook(std::function<void()> fn) {
+    if (!fn) {
+        return false;
+    }
+    std::function<void()> replaced;
+    std::lock_guard lock(mu_);
+    if (phase_ == async_phase::done) {
+        return false;
+    }
+    replaced.swap(expired_);
+    expired_.swap(fn);
+    return true;
+}
+
+std::function<void()> async_state::take_expiry_hook() noexcept {
+    std::function<void()> fn;
+    std::lock_guard lock(mu_);
+    fn.swap(expired_);
+    return fn;
+}
+
 bool async_state::drain_wanted() const noexcept {
     std::lock_guard lock(mu_);
     return static_cast<bool>(drain_);

@@ -154,6 +154,14 @@ public:
     /// no signal (the host looks again on its next send completion). Dropped unrun if the
     /// suspension ended or another callback was registered meanwhile.
     void restore_drain_callback(std::function<void()> fn) noexcept;
+    /// The coroutine runner's canceller (coro_run::end), for the moment the timeout has won: after
+    /// the on_timeout listeners ran and none completed, resumed or re-armed it. Not a listener:
+    /// a listener runs before that is known, and a coroutine cancelled by a timeout that a later
+    /// listener extends would leave the exchange with nobody to finish it. Any thread; replaces
+    /// an earlier one; false if done or fn is empty.
+    bool set_expiry_hook(std::function<void()> fn);
+    /// Loop thread, on timeout_outcome::expired: the hook, moved out (empty if none).
+    std::function<void()> take_expiry_hook() noexcept;
     /// Whether an on_drained() callback waits.
     bool drain_wanted() const noexcept;
     /// Drops a waiting on_drained() callback unrun (the suspension it waited in ended).
@@ -184,7 +192,8 @@ private:
     std::optional<response> handed_;
     std::vector<std::pair<std::string, std::any>> attributes_;
     std::vector<std::pair<async_event_kind, async_listener>> listeners_;
-    std::function<void()> drain_; // on_drained(); it usually holds a handle to this state
+    std::function<void()> drain_;   // on_drained(); it usually holds a handle to this state
+    std::function<void()> expired_; // set_expiry_hook()
     std::shared_ptr<loop_port> port_;
     async_host* host_; // loop thread only; null once detached
     std::uint64_t generation_;

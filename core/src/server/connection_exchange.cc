@@ -1,6 +1,7 @@
 // The exchange half of a connection: dispatching the handler, the async signals and
 // timeout, and queueing the response (the lifecycle diagram is in connection.h).
 #include <exception>
+#include <functional>
 #include <new>
 #include <optional>
 
@@ -297,6 +298,11 @@ void connection::on_async_timeout() noexcept {
         break;
     }
     leave_suspended();
+    // Only now is it known that the timeout ends the exchange: a coroutine's pending await is
+    // cancelled here, not by a listener, and the coroutine runs to its end (coro_run::end).
+    if (const std::function<void()> expired = st->take_expiry_hook()) {
+        expired();
+    }
     auto& res = ex().response();
     if (response_access::is_head_sent(res)) {
         close_after_flush_ = true; // a stream cut short: end it and close, the status is out
