@@ -192,6 +192,50 @@ TEST_P(coroutine_stream_test, writing_past_a_declared_length_at_an_await_fails_t
     EXPECT_TRUE(srv().wait_exchanges_freed());
 }
 
+/// GET /cut: writes "first;" (it goes out when the handler first suspends), then sleeps until
+/// the exchange ends, then writes again: that second piece must never be sent.
+void add_cut_route(test_server& srv, const std::shared_ptr<stream_seen>& seen) {
+    srv.route("GET", "/cut", [seen](exchange& ex) -> task<> {
+        ex.response().write("first;");
+        const std::error_code ec = co_await sleep_for(ex, milliseconds(10'000));
+        seen->cancelled += ec == std::errc::operation_canceled ? 1 : 0;
+        ex.response().write("written-after-the-cancellation;");
+        ex.response().body().append("appended-after-the-cancellation;");
+        ++seen->finished;
+    });
+}
+
+TEST_P(coroutine_stream_test, after_a_timeout_a_cancelled_coroutine_writes_nothing_more_to_the_stream) {
+    srv().config().async_timeout_ms = 150;
+    add_cut_route(srv(), seen_);
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/cut"))) << c.error();
+    ASSERT_TRUE(c.read_until_contains("first;")) << c.error();
+    ASSERT_TRUE(c.wait_closed()) << "a stream cut by the timeout ends with the connection: " << c.error();
+    ASSERT_TRUE(wait_until([&] { return seen_->finished.load() == 1; }));
+    EXPECT_EQ(seen_->cancelled.load(), 1);
+    EXPECT_EQ(c.buffered().find("after-the-cancellation"), std::string::npos)
+        << "a cancelled coroutine's write went out: " << printable(c.buffered());
+    EXPECT_EQ(c.buffered().find("\r\n0\r\n\r\n"), std::string::npos) << "a cut stream has no last chunk";
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+}
+
+TEST_P(coroutine_stream_test, after_a_stop_a_cancelled_coroutine_writes_nothing_more_to_the_stream) {
+    add_cut_route(srv(), seen_);
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/cut"))) << c.error();
+    ASSERT_TRUE(c.read_until_contains("first;")) << c.error();
+    ASSERT_TRUE(srv().wait_suspended(1));
+    srv().stop();
+    EXPECT_EQ(seen_->finished.load(), 1) << "stop() returns after the coroutine ended";
+    EXPECT_EQ(seen_->cancelled.load(), 1);
+    ASSERT_TRUE(c.wait_closed()) << c.error();
+    EXPECT_EQ(c.buffered().find("after-the-cancellation"), std::string::npos)
+        << "a cancelled coroutine's write went out: " << printable(c.buffered());
+}
+
 SLUICE_BACKEND_SUITE(coroutine_stream_test);
 
 } // namespace

@@ -20,7 +20,7 @@
 // - When the exchange ends first (client gone, async timeout → 503, server stop), the pending
 //   await completes with std::errc::operation_canceled and the coroutine runs to its end on
 //   the loop thread, inside that event; each later await fails the same way at once. What it
-//   writes then is not sent. A timeout ends the exchange
+//   writes then is dropped, also on a stream whose head went out. A timeout ends the exchange
 //   only if no on_timeout listener completed, resumed or re-armed it (set_timeout): a re-arm
 //   keeps the coroutine waiting, and it finishes the exchange.
 // - The frame is destroyed when the coroutine ends, and at the latest in the exchange's

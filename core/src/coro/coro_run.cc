@@ -1,9 +1,14 @@
 #include "coro/coro_run.h"
 
 #include <stdexcept>
+#include <type_traits>
 #include <utility>
 
 namespace sluice::detail {
+
+// end() sets the response aside while a cancelled coroutine runs: it must not throw.
+static_assert(std::is_nothrow_move_constructible_v<response> && std::is_nothrow_move_assignable_v<response> &&
+              std::is_nothrow_default_constructible_v<response>);
 
 coro_run::~coro_run() {
     // on_complete destroyed the frame and dropped pending_ before the last reference went; this
@@ -117,8 +122,16 @@ void coro_run::end() noexcept {
     }
     if (const std::coroutine_handle<> waiter = cancel_pending()) {
         // Run the coroutine to its end here, while the exchange still exists: each later await
-        // fails at once (begin() sees cancelled_), so it cannot wait any more.
+        // fails at once (begin() sees cancelled_), so it cannot wait any more. Nothing it writes
+        // from here on may go out (docs/api.md), yet the connection still sends the response
+        // after this event: the unsent part of a stream whose head is out goes with the cut,
+        // and a stop or a timeout answers from it. So the coroutine runs on a response of its
+        // own, dropped after; moves, so nothing here can fail for want of memory.
+        response& res = *response_; // the exchange's: this event runs within its life
+        response kept = std::move(res);
+        res = response();
         step(waiter);
+        res = std::move(kept);
     }
 }
 

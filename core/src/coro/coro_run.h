@@ -9,7 +9,8 @@
 //     |                                              |  (no on_timeout listener completed,
 //     |                                              |  resumed or re-armed) / on_error
 //     | co_return / throw                            v  end(): op cancelled, resumed at once
-//     v                                          [running, cancelled] (awaits fail at once)
+//     v                                          [running, cancelled] (awaits fail at once;
+//                                                 what it writes is dropped)
 //   [finished]: frame destroyed by the resumer;
 //     not cancelled: complete(), or resume() to rethrow in a re-dispatch; cancelled: nothing
 //   on_complete (exchange released): a frame still alive is destroyed; the listeners'
@@ -35,13 +36,15 @@
 #include <sluice/async_context.h>
 #include <sluice/async_op.h>
 #include <sluice/executor.h>
+#include <sluice/response.h>
 
 namespace sluice::detail {
 
 class coro_run {
 public:
-    coro_run(async_context ctx, executor loop, std::coroutine_handle<> frame) noexcept
-        : ctx_(std::move(ctx)), loop_(std::move(loop)), frame_(frame) {}
+    /// res: the exchange's response, which outlives the frame (see Lifetime above).
+    coro_run(async_context ctx, executor loop, std::coroutine_handle<> frame, response& res) noexcept
+        : ctx_(std::move(ctx)), loop_(std::move(loop)), frame_(frame), response_(&res) {}
     coro_run(const coro_run&) = delete;
     coro_run& operator=(const coro_run&) = delete;
 
@@ -87,6 +90,7 @@ private:
     async_context ctx_;
     executor loop_;
     std::coroutine_handle<> frame_;
+    response* response_;         // the exchange's; read and written on the coroutine's thread
     op_base* pending_ = nullptr; // holds a reference
     std::exception_ptr error_;
     bool launching_ = false;
