@@ -43,6 +43,7 @@
 #include <string_view>
 #include <system_error>
 
+#include <sluice/duration.h>
 #include <sluice/response.h>
 
 namespace sluice {
@@ -80,6 +81,12 @@ public:
     /// Restarts the timeout clock with a new duration; 0 means no timeout. From an on_timeout
     /// listener it extends the exchange (see above).
     bool set_timeout(std::chrono::milliseconds timeout) noexcept;
+    /// Any duration, rounded up to whole milliseconds; one too long for them (hours::max())
+    /// saturates to milliseconds::max(), "never", instead of wrapping (duration.h).
+    template <class Rep, class Period>
+    bool set_timeout(std::chrono::duration<Rep, Period> timeout) noexcept {
+        return set_timeout(detail::saturating_ceil_ms(timeout));
+    }
     /// The status sent when the timeout ends the exchange: 503 by default, any 5xx allowed.
     bool set_timeout_status(int status) noexcept;
 

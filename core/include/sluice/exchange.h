@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include <sluice/async_context.h>
+#include <sluice/duration.h>
 #include <sluice/executor.h>
 #include <sluice/request.h>
 #include <sluice/response.h>
@@ -43,6 +44,12 @@ public:
     /// context.
     async_context start_async();
     async_context start_async(std::chrono::milliseconds timeout);
+    /// Any duration, rounded up to whole milliseconds; one too long for them saturates to
+    /// milliseconds::max(), "never", instead of wrapping (duration.h).
+    template <class Rep, class Period>
+    async_context start_async(std::chrono::duration<Rep, Period> timeout) {
+        return start_async(detail::saturating_ceil_ms(timeout));
+    }
 
     /// First dispatch of this request.
     bool is_initial() const noexcept { return dispatches_ <= 1; }

@@ -18,6 +18,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <utility>
+
+#include <sluice/duration.h>
 
 namespace sluice {
 
@@ -36,6 +39,12 @@ public:
     /// Runs fn on the loop's thread once delay has passed (a loop timer; no thread sleeps).
     /// Thread-safe.
     bool post_after(std::chrono::milliseconds delay, std::function<void()> fn) const;
+    /// Any duration, rounded up to whole milliseconds; one too long for them saturates to
+    /// milliseconds::max() (never runs while the loop lives) instead of wrapping (duration.h).
+    template <class Rep, class Period>
+    bool post_after(std::chrono::duration<Rep, Period> delay, std::function<void()> fn) const {
+        return post_after(detail::saturating_ceil_ms(delay), std::move(fn));
+    }
     /// Whether the caller runs on this loop's thread.
     bool in_loop_thread() const noexcept;
     explicit operator bool() const noexcept { return port_ != nullptr; }
