@@ -168,7 +168,7 @@ void async_state::restore_drain_callback(std::function<void()> fn) noexcept {
     // `fn` is destroyed here, outside the lock: it may hold a handle to this state.
 }
 
-bool async_state::set_expiry_hook(std::function<void()> fn) {
+bool async_state::set_expiry_hook(std::function<void()> fn) noexcept {
     if (!fn) {
         return false;
     }
@@ -347,6 +347,8 @@ void async_state::detach() noexcept {
     // A drain callback holds a handle to this state (a cycle): break it. The phase is done, so
     // no new one is accepted.
     drop_drain_callback();
+    // The expiry hook points at a coroutine runner that on_complete has released.
+    (void)take_expiry_hook();
 }
 
 std::chrono::milliseconds async_state::timeout() const noexcept {

@@ -159,7 +159,7 @@ public:
     /// a listener runs before that is known, and a coroutine cancelled by a timeout that a later
     /// listener extends would leave the exchange with nobody to finish it. Any thread; replaces
     /// an earlier one; false if done or fn is empty.
-    bool set_expiry_hook(std::function<void()> fn);
+    bool set_expiry_hook(std::function<void()> fn) noexcept;
     /// Loop thread, on timeout_outcome::expired: the hook, moved out (empty if none).
     std::function<void()> take_expiry_hook() noexcept;
     /// Whether an on_drained() callback waits.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -174,6 +175,65 @@ TEST_F(fixture, set_timeout_while_timing_out_rearms_unless_a_listener_completes)
     EXPECT_TRUE(other.set_timeout(milliseconds(500)));
     EXPECT_TRUE(other.complete(response(200)));
     EXPECT_EQ(st2->finish_timeout(), async_state::timeout_outcome::taken) << "the completion wins";
+}
+
+TEST_F(fixture, the_expiry_hook_is_taken_once_and_dropped_by_detach) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    st->start(milliseconds(10));
+    EXPECT_FALSE(st->set_expiry_hook({}));
+    int ran = 0;
+    EXPECT_TRUE(st->set_expiry_hook([&ran] { ++ran; }));
+    st->handler_returned();
+    // A re-armed timeout keeps the hook for the next expiry (the connection takes it only then).
+    ASSERT_TRUE(st->begin_timeout());
+    EXPECT_TRUE(ctx.set_timeout(milliseconds(500)));
+    EXPECT_EQ(st->finish_timeout(), async_state::timeout_outcome::rearmed);
+    ASSERT_TRUE(st->begin_timeout());
+    EXPECT_EQ(st->finish_timeout(), async_state::timeout_outcome::expired);
+    auto hook = st->take_expiry_hook();
+    ASSERT_TRUE(hook);
+    hook();
+    EXPECT_EQ(ran, 1);
+    EXPECT_FALSE(st->take_expiry_hook()) << "taken once";
+    EXPECT_FALSE(st->set_expiry_hook([] {})) << "done";
+
+    async_context other(make());
+    async_state* st2 = other.state();
+    st2->start(milliseconds(10));
+    EXPECT_TRUE(st2->set_expiry_hook([] {}));
+    EXPECT_TRUE(st2->fail());
+    st2->detach();
+    EXPECT_FALSE(st2->take_expiry_hook()) << "detach drops it: it points at a released runner";
+}
+
+TEST_F(fixture, listeners_run_in_place_in_order_and_stay_for_the_next_event) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    st->start(milliseconds(10));
+    std::vector<std::string> ran;
+    ASSERT_TRUE(ctx.on_timeout([&](const async_event&) { ran.emplace_back("t1"); }));
+    ASSERT_TRUE(ctx.on_complete([&](const async_event&) { ran.emplace_back("c1"); }));
+    ASSERT_TRUE(ctx.on_timeout([&](const async_event&) {
+        ran.emplace_back("t2");
+        // Registered while the event runs: waits for the next one; the vector may grow under it.
+        for (int i = 0; i < 8; ++i) {
+            EXPECT_TRUE(ctx.on_timeout([&](const async_event&) { ran.emplace_back("late"); }));
+        }
+    }));
+    const auto run = [&](async_event_kind kind) {
+        st->run_listeners(kind, [&](const async_listener& l) noexcept { l(async_event{kind, {}, ctx}); });
+    };
+    run(async_event_kind::timeout);
+    EXPECT_EQ(ran, (std::vector<std::string>{"t1", "t2"}));
+    ran.clear();
+    run(async_event_kind::complete);
+    EXPECT_EQ(ran, std::vector<std::string>{"c1"});
+    ran.clear();
+    run(async_event_kind::timeout);
+    EXPECT_EQ(ran.size(), 2u + 8u) << "every listener is back in its slot";
+    EXPECT_EQ(ran[0], "t1");
+    EXPECT_EQ(ran[1], "t2");
 }
 
 TEST_F(fixture, a_throw_after_an_accepted_complete_or_resume_changes_nothing) {
