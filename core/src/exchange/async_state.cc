@@ -203,10 +203,15 @@ void async_state::drop_drain_callback() noexcept {
 }
 
 void async_state::set_attribute(std::string name, std::any value) {
+    // `value` ends up holding what is dropped (a replaced value, or this one once detached): a
+    // parameter, destroyed after the lock is released.
     std::lock_guard lock(mu_);
+    if (detached_) {
+        return; // kept now, it would live as long as the state, maybe through a cycle
+    }
     for (auto& [n, v] : attributes_) {
         if (n == name) {
-            v = std::move(value);
+            v.swap(value);
             return;
         }
     }
@@ -344,8 +349,20 @@ bool async_state::claim_on_complete() noexcept {
 void async_state::detach() noexcept {
     // Loop thread; the posted tasks that read host_ run on the same thread.
     host_ = nullptr;
-    // A drain callback holds a handle to this state (a cycle): break it. The phase is done, so
-    // no new one is accepted.
+    // Everything below may hold a handle to this state (a cycle that would keep it, and all it
+    // holds, forever): a drain callback usually does, a listener or an attribute may
+    // (`ctx.on_timeout([ctx] ...)` is the obvious fallback). No event fires after the exchange
+    // is released and the phase is done, so nothing new is accepted; a stale handle reading an
+    // attribute finds none. Destroyed outside the lock: what they capture may call back in.
+    // The caller (~exchange) still holds its reference, so this state outlives the releases.
+    std::vector<std::pair<async_event_kind, async_listener>> listeners;
+    std::vector<std::pair<std::string, std::any>> attributes;
+    {
+        std::lock_guard lock(mu_);
+        detached_ = true;
+        listeners.swap(listeners_);
+        attributes.swap(attributes_);
+    }
     drop_drain_callback();
     // The expiry hook points at a coroutine runner that on_complete has released.
     (void)take_expiry_hook();

@@ -108,6 +108,8 @@ public:
     bool add_listener(async_event_kind kind, async_listener l);
     /// on_drained(): false if done or fn is empty.
     bool set_drain_callback(std::function<void()> fn);
+    /// Stores or replaces an attribute; a no-op once detached. A replaced value is destroyed
+    /// outside the lock (what it holds may call back in).
     void set_attribute(std::string name, std::any value);
     std::any attribute(std::string_view name) const;
     bool is_done() const noexcept { return done_.load(std::memory_order_acquire); }
@@ -168,7 +170,9 @@ public:
     void drop_drain_callback() noexcept;
     /// Marks on_complete as fired; true the first time.
     bool claim_on_complete() noexcept;
-    /// The exchange is gone: the host may not be called any more.
+    /// The exchange is gone: the host may not be called any more, and the state lets go of what
+    /// its users gave it (listeners, attributes, the drain callback, the expiry hook), which may
+    /// hold handles to this state: a listener that captures its own context is a cycle.
     void detach() noexcept;
 
     std::chrono::milliseconds timeout() const noexcept;
@@ -186,7 +190,8 @@ private:
     std::atomic<bool> done_{false};
     async_phase phase_ = async_phase::idle;
     bool on_complete_fired_ = false;
-    bool rearmed_ = false; // set_timeout() while timing_out: the timeout starts again
+    bool detached_ = false; // detach() ran: attributes are no longer kept
+    bool rearmed_ = false;  // set_timeout() while timing_out: the timeout starts again
     int timeout_status_ = 503;
     std::chrono::milliseconds timeout_{0};
     std::optional<response> handed_;
