@@ -18,6 +18,7 @@
 #include <sluice/coro.h>
 #include <sluice/exchange.h>
 
+#include "client/upstream.h"
 #include "support/backend_matrix.h"
 #include "support/error_text.h"
 #include "support/fake_upstream.h"
@@ -28,6 +29,19 @@ namespace sluice::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// "127.0.0.1:port" of a port bound once and never listening: connects to it are refused.
+std::string closed_address() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+}
 
 void write_outcome(response& res, const result<client_response>& r) {
     if (r) {
@@ -136,15 +150,7 @@ TEST_P(client_test, both_styles_reuse_one_keep_alive_connection) {
 }
 
 TEST_P(client_test, refused_on_a_closed_port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd); // bound once, never listening: connects are refused
-    make_client({"127.0.0.1:" + std::to_string(ntohs(a.sin_port))});
+    make_client({closed_address()});
     add_routes();
     srv().start();
     EXPECT_EQ(call("/cb").body, error_text(client_errc::refused));
@@ -338,17 +344,8 @@ TEST_P(client_test, downstream_disconnect_cancels_the_call_and_leaks_nothing) {
 }
 
 TEST_P(client_test, a_dead_address_is_skipped_for_fail_timeout) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
     fake_upstream up(answer_all);
-    make_client({"127.0.0.1:" + std::to_string(ntohs(a.sin_port)), up.address()},
-                {.max_requests_per_connection = 1});
+    make_client({closed_address(), up.address()}, {.max_requests_per_connection = 1});
     add_routes();
     srv().start();
     for (int i = 0; i < 4; ++i) {
@@ -357,6 +354,34 @@ TEST_P(client_test, a_dead_address_is_skipped_for_fail_timeout) {
     // Four connections to the live address, at most one attempt at the dead one.
     EXPECT_LE(client_->stats().connects, 5u);
     EXPECT_EQ(up.accepted(), 4);
+}
+
+TEST_P(client_test, a_live_address_is_found_while_other_loops_turn_the_rotation) {
+    fake_upstream up(answer_all);
+    const upstream target({closed_address(), up.address()});
+    client_ = std::make_unique<client>(target, client_options{.max_requests_per_connection = 1});
+    add_routes();
+    srv().start();
+    // Two calls: the rotation starts at the dead address, which is then marked for fail_timeout.
+    EXPECT_EQ(call("/cb").body, "ok");
+    EXPECT_EQ(call("/cb").body, "ok");
+    // The calls of other loops (other I/O threads, other clients of this upstream) take turns
+    // from the same rotation while this loop picks: a call must still find the live address.
+    std::atomic<bool> stop{false};
+    std::thread other_loops([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            target.state()->next.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    int refused = 0;
+    for (int i = 0; i < 60; ++i) {
+        const std::string body = call("/cb").body;
+        refused += body == error_text(client_errc::refused) ? 1 : 0;
+        EXPECT_TRUE(body == "ok" || body == error_text(client_errc::refused)) << body;
+    }
+    stop = true;
+    other_loops.join();
+    EXPECT_EQ(refused, 0) << "calls refused while " << up.address() << " was up";
 }
 
 TEST_P(client_test, chunked_interim_and_close_delimited_responses) {

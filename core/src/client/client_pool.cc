@@ -117,11 +117,17 @@ void client_pool::acquire(std::shared_ptr<client_call_state> call) noexcept {
 }
 
 void client_pool::open_new(std::shared_ptr<client_call_state> call) noexcept {
-    std::shared_ptr<upstream_address> a = pick_address();
+    std::shared_ptr<upstream_address> a = pick_address(*call);
     if (!a) {
-        deliver(call, result<client_response>(client_errc::refused)); // every address is marked down
+        // Every address is marked down (or this call tried those that are not).
+        deliver(call, result<client_response>(client_errc::refused));
         return;
     }
+    open_on(std::move(call), std::move(a));
+}
+
+void client_pool::open_on(std::shared_ptr<client_call_state> call,
+                          std::shared_ptr<upstream_address> a) noexcept {
     ++call->connect_attempts;
     client_connection* c = nullptr;
     try {
@@ -148,19 +154,30 @@ const address_set& client_pool::addresses() noexcept {
     return *set_;
 }
 
-std::shared_ptr<upstream_address> client_pool::pick_address() noexcept {
+std::shared_ptr<upstream_address> client_pool::pick_address(client_call_state& call) noexcept {
     const address_set& addrs = addresses();
     const std::size_t n = addrs.size();
     if (n == 0) {
         return nullptr; // never published (apply keeps a host's last addresses), but no % 0
     }
+    // One turn of the shared rotation per call, then a scan of every address from it on this
+    // thread. Taking a turn per step instead let the calls of other loops, advancing the same
+    // counter between two steps, walk this scan past the one live address.
+    if (!call.has_ticket) {
+        call.ticket = cfg_.upstream->next.fetch_add(1, std::memory_order_relaxed);
+        call.has_ticket = true;
+    }
     const std::int64_t now = ns_of(loop_.now());
+    const std::size_t start = static_cast<std::size_t>(call.ticket % n);
     for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t k = cfg_.upstream->next.fetch_add(1, std::memory_order_relaxed) % n;
+        const std::shared_ptr<upstream_address>& a = addrs[(start + i) % n];
+        if (std::find(call.tried.begin(), call.tried.end(), a) != call.tried.end()) {
+            continue; // its connect failed for this call already
+        }
         // One address is never skipped (nginx ignores fail_timeout for a single server): a
         // refusal then fails only the calls that meet it.
-        if (n == 1 || addrs[k]->failed_until_ns.load(std::memory_order_relaxed) <= now) {
-            return addrs[k];
+        if (n == 1 || a->failed_until_ns.load(std::memory_order_relaxed) <= now) {
+            return a;
         }
     }
     return nullptr;
@@ -181,10 +198,17 @@ void client_pool::connect_failed(const std::shared_ptr<upstream_address>& a,
     }
     // Like nginx's proxy_next_upstream error timeout: a connect that failed sent nothing, so
     // the next address may take the call; each address at most once per call.
-    if (call->connect_attempts < addrs.size() && pick_address() != nullptr) {
-        // pick_address() advanced the rotation; open_new picks again from there.
-        open_new(std::move(call));
-        return;
+    if (call->connect_attempts < addrs.size()) {
+        try {
+            call->tried.push_back(a);
+        } catch (...) {
+            deliver(call, result<client_response>(why));
+            return;
+        }
+        if (std::shared_ptr<upstream_address> next = pick_address(*call)) {
+            open_on(std::move(call), std::move(next));
+            return;
+        }
     }
     deliver(call, result<client_response>(why));
 }

@@ -79,10 +79,12 @@ public:
 private:
     void acquire(std::shared_ptr<client_call_state> call) noexcept;
     void open_new(std::shared_ptr<client_call_state> call) noexcept;
+    void open_on(std::shared_ptr<client_call_state> call, std::shared_ptr<upstream_address> a) noexcept;
     void serve_waiters() noexcept;
     void remove_waiter(client_call_state* call) noexcept;
-    /// The next address to connect to, round robin over those not marked failed; null if none.
-    std::shared_ptr<upstream_address> pick_address() noexcept;
+    /// The address `call` connects to next: round robin (the call's own turn, taken at its first
+    /// connect), the first from there not marked failed and not tried by the call; null if none.
+    std::shared_ptr<upstream_address> pick_address(client_call_state& call) noexcept;
     /// The upstream's current address set: reloaded when a refresh published a new one (one
     /// atomic load otherwise). Indexes go into this snapshot only, never into a shared vector.
     const address_set& addresses() noexcept;

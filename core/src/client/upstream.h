@@ -76,7 +76,8 @@ public:
 
     /// When the addresses were first looked up: the first refresh is one interval later.
     const std::chrono::steady_clock::time_point created_at = std::chrono::steady_clock::now();
-    /// Round robin position, shared by every loop's pool.
+    /// Round robin position, shared by every loop's pool: one turn per call that connects
+    /// (client_pool::pick_address), never one per address looked at.
     std::atomic<std::uint64_t> next{0};
 
 private:
