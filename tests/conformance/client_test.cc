@@ -11,8 +11,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sluice/client.h>
 #include <sluice/coro.h>
@@ -41,6 +43,16 @@ std::string closed_address() {
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
     ::close(fd);
     return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+}
+
+// The value of the request's Host field ("" if none).
+std::string host_of(const std::string& request) {
+    const auto at = request.find("\r\nHost: ");
+    if (at == std::string::npos) {
+        return {};
+    }
+    const auto begin = at + 8;
+    return request.substr(begin, request.find("\r\n", begin) - begin);
 }
 
 void write_outcome(response& res, const result<client_response>& r) {
@@ -382,6 +394,78 @@ TEST_P(client_test, a_live_address_is_found_while_other_loops_turn_the_rotation)
     stop = true;
     other_loops.join();
     EXPECT_EQ(refused, 0) << "calls refused while " << up.address() << " was up";
+}
+
+TEST_P(client_test, the_host_header_names_the_address_the_request_goes_to) {
+    // Two upstreams, each recording the Host of every request it gets; one call per
+    // connection, so the rotation alternates between them.
+    struct seen {
+        std::mutex mu;
+        std::vector<std::string> hosts;
+    };
+    seen a_seen;
+    seen b_seen;
+    auto recording = [](seen& s) {
+        return [&s](upstream_conn& c) {
+            while (auto req = c.read_request()) {
+                {
+                    std::lock_guard lock(s.mu);
+                    s.hosts.push_back(host_of(*req));
+                }
+                if (!c.write(upstream_response(200, "ok"))) {
+                    return;
+                }
+            }
+        };
+    };
+    fake_upstream a(recording(a_seen));
+    fake_upstream b(recording(b_seen));
+    make_client({a.address(), "http://" + b.address()}, {.max_requests_per_connection = 1});
+    add_routes();
+    srv().start();
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(call(i % 2 == 0 ? "/cb" : "/co").body, "ok") << i;
+    }
+    std::lock_guard la(a_seen.mu);
+    std::lock_guard lb(b_seen.mu);
+    EXPECT_EQ(a_seen.hosts, (std::vector<std::string>{a.address(), a.address()}));
+    EXPECT_EQ(b_seen.hosts, (std::vector<std::string>{b.address(), b.address()}));
+}
+
+TEST_P(client_test, a_retry_on_another_address_names_that_address_in_its_host_header) {
+    // Each connection answers one request, then takes the next and resets it without a word
+    // (a stale keep-alive connection): the second call is retried on a fresh connection, which
+    // the rotation opens to the other address.
+    struct seen {
+        std::mutex mu;
+        std::vector<std::string> hosts;
+    };
+    seen a_seen;
+    seen b_seen;
+    auto stale_after_one = [](seen& s) {
+        return [&s](upstream_conn& c) {
+            if (auto req = c.read_request()) {
+                std::lock_guard lock(s.mu);
+                s.hosts.push_back(host_of(*req));
+            }
+            (void)c.write(upstream_response(200, "ok"));
+            if (c.read_request()) {
+                c.reset();
+            }
+        };
+    };
+    fake_upstream a(stale_after_one(a_seen));
+    fake_upstream b(stale_after_one(b_seen));
+    make_client({a.address(), b.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, "ok");
+    EXPECT_EQ(call("/cb").body, "ok"); // on the pooled connection to a, reset: retried on b
+    EXPECT_EQ(client_->stats().retried, 1u);
+    std::lock_guard la(a_seen.mu);
+    std::lock_guard lb(b_seen.mu);
+    EXPECT_EQ(a_seen.hosts, (std::vector<std::string>{a.address()}));
+    EXPECT_EQ(b_seen.hosts, (std::vector<std::string>{b.address()}));
 }
 
 TEST_P(client_test, chunked_interim_and_close_delimited_responses) {

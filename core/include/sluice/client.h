@@ -163,7 +163,8 @@ struct upstream_options {
 
 /// One upstream service: one or more addresses, each "host:port", "[v6]:port", or a URL
 /// without a path: "http://host[:port]" (port 80 by default) or "https://host[:port]" (TLS,
-/// port 443 by default; client_options::tls).
+/// port 443 by default; client_options::tls). Each is its own authority: a request sent to
+/// it says Host: host[:port], the port left out when it is the scheme's default.
 class upstream {
 public:
     /// Resolves every address now, on the calling thread (never on an I/O loop). Throws
@@ -193,8 +194,9 @@ struct client_request {
     std::string method = "GET";
     /// origin-form: "/path?query".
     std::string target = "/";
-    /// End-to-end headers; hop-by-hop ones are dropped (see top). Host is the upstream's name
-    /// unless given here.
+    /// End-to-end headers; hop-by-hop ones are dropped (see top). Host, unless given here, is
+    /// the authority of the upstream address the request goes to (docs/client.md, "Upstream
+    /// addresses"): give it here to name one service behind several addresses.
     std::vector<client_header> headers{};
     /// The body, owned by the request.
     std::string body{};

@@ -74,6 +74,15 @@ public:
     /// The addresses whose connect failed for this call: each is tried at most once per call.
     /// Held, not indexed: a refresh may replace the set between two attempts.
     std::vector<std::shared_ptr<upstream_address>> tried;
+    /// Where `head` has the upstream's name as its Host value (head_host_at == npos: the
+    /// request brought its own Host), and which upstream entry it names: a connection to
+    /// another entry rewrites it (client_pool::aim_head).
+    std::size_t head_host_at = std::string::npos;
+    std::size_t head_host_len = 0;
+    std::size_t head_host = 0;
+    /// The head replaced by the last rewrite: a retry's old connection may still be sending it
+    /// (its memory must stay untouched until that send completes, driver rule 7).
+    std::string spare_head;
 };
 
 } // namespace sluice::detail

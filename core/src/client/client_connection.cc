@@ -83,6 +83,12 @@ void client_connection::run(std::shared_ptr<client_call_state> call, bool from_p
     call_ = std::move(call);
     call_->conn = this;
     state_ = state::busy;
+    if (!pool_->aim_head(*call_, address_->host)) {
+        // Out of memory: better no request than one whose Host names another server.
+        finish_call(result<client_response>(client_errc::invalid_request));
+        close_now();
+        return;
+    }
     from_pool_ = from_pool;
     request_written_ = false;
     head_delivered_ = false;

@@ -65,11 +65,17 @@ void client_pool::submit(std::shared_ptr<client_call_state> call) noexcept {
         return;
     }
     try {
-        const std::error_code e = http::write_request_head(call->request, host(0).name, call->head);
+        // The first entry's name for now: the connection that takes the call names its own
+        // entry (aim_head), known only once an address is picked or an idle connection found.
+        std::size_t host_at = std::string::npos;
+        const std::error_code e = http::write_request_head(call->request, host(0).name, call->head, &host_at);
         if (e) {
             deliver(call, result<client_response>(e));
             return;
         }
+        call->head_host_at = host_at;
+        call->head_host_len = host(0).name.size();
+        call->head_host = 0;
         // The head holds them now (a retry resends the head): a call waiting seconds for its
         // upstream does not keep a second copy of every header.
         std::vector<client_header>().swap(call->request.headers);
@@ -114,6 +120,33 @@ void client_pool::acquire(std::shared_ptr<client_call_state> call) noexcept {
     call->acquire_timer.fire = &on_acquire_timeout;
     call->acquire_timer.ctx = call.get();
     loop_.arm(call->acquire_timer, deadline_after(now, cfg_.options.acquire_timeout));
+}
+
+bool client_pool::aim_head(client_call_state& call, std::size_t entry) noexcept {
+    if (call.head_host_at == std::string::npos || call.head_host == entry) {
+        return true; // the request's own Host, or the right name already
+    }
+    const std::string& name = host(entry).name;
+    try {
+        std::string head;
+        head.reserve(call.head.size() - call.head_host_len + name.size());
+        head.append(call.head, 0, call.head_host_at)
+            .append(name)
+            .append(call.head, call.head_host_at + call.head_host_len, std::string::npos);
+        if (call.retried) {
+            // The old connection of a retry may still be sending the current head: it moves to
+            // spare_head untouched (a head is never short enough for std::string to keep it
+            // inline, "Host: " and the request line alone are longer, so moving it keeps its
+            // bytes where they are), and it lives as long as the call, which that send holds.
+            call.spare_head = std::move(call.head);
+        }
+        call.head = std::move(head); // else never sent: freed, no second copy kept
+    } catch (...) {
+        return false;
+    }
+    call.head_host = entry;
+    call.head_host_len = name.size();
+    return true;
 }
 
 void client_pool::open_new(std::shared_ptr<client_call_state> call) noexcept {

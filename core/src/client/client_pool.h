@@ -71,6 +71,9 @@ public:
     /// Connecting for `call` failed (refused / timed out): try another address or fail.
     void connect_failed(const std::shared_ptr<upstream_address>& address,
                         std::shared_ptr<client_call_state> call, client_errc why) noexcept;
+    /// Makes the Host of `call`'s head name upstream entry `entry`, the one its connection goes
+    /// to, unless the request brought its own Host. False when out of memory.
+    bool aim_head(client_call_state& call, std::size_t entry) noexcept;
     /// The stale keep-alive case: `call` runs again, once, on a fresh connection.
     void retry(std::shared_ptr<client_call_state> call) noexcept;
     /// Ends a call: counts it and hands its outcome over.

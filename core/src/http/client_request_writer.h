@@ -19,9 +19,10 @@ bool is_hop_by_hop(std::string_view name, const client_request& req) noexcept;
 /// headers, Content-Length when there is a body or the method usually has one. Returns
 /// invalid_request, writing nothing, when a method is not a token, the target is not
 /// visible ASCII starting with '/' (or "*" for OPTIONS), or a field holds CR, LF or NUL
-/// (response splitting) or a name is not a token.
-std::error_code write_request_head(const client_request& req, std::string_view default_host,
-                                   std::string& out);
+/// (response splitting) or a name is not a token. `default_host_at`, when given, receives
+/// where in `out` default_host was written (npos when the request has its own Host).
+std::error_code write_request_head(const client_request& req, std::string_view default_host, std::string& out,
+                                   std::size_t* default_host_at = nullptr);
 
 /// The body to send: body_view when set, else body.
 inline std::string_view request_body(const client_request& req) noexcept {
