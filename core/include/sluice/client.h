@@ -225,7 +225,8 @@ struct client_stream_handler {
     std::function<void(const client_response& head)> on_head;
     /// A piece of the body, lent until return: consume or copy it. Pieces are as large as one
     /// read from the socket; client_call::pause_body() stops the next reads (pieces of a read
-    /// already made may still follow).
+    /// already made may still follow, except when the pause came before the body began: then
+    /// not a byte of it comes before resume_body()).
     std::function<void(std::string_view piece)> on_body;
     /// The end: an empty code when the whole response arrived (the connection may go back to
     /// the pool), else why it ended: before on_head an error as for send(); after it the body
@@ -254,8 +255,12 @@ public:
 
     /// A streamed call's backpressure: stop reading the upstream's body until resume_body()
     /// (the upstream is then held by TCP flow control). Thread-safe; on the call's loop it
-    /// takes effect at once (also from inside on_body), elsewhere it is posted there. While
-    /// paused, response_timeout does not run (the reader sets the pace; see docs/client.md).
+    /// takes effect at once (also from inside on_body), elsewhere it is posted there. Called
+    /// before the head arrived (at once after send_streaming, say) or inside on_head, it holds
+    /// the whole body: the head is read and on_head runs, then no on_body (not even for the
+    /// rest of the read that brought the head) and no on_end until resume_body(). While
+    /// paused, response_timeout does not run (the reader sets the pace; see docs/client.md);
+    /// until the head it does (the upstream is slow to answer, not the reader).
     /// Neither runs a callback of the call inline, so both may be called under a lock that
     /// those callbacks take.
     void pause_body() const noexcept;
