@@ -29,7 +29,10 @@
 //   (RFC 9110 §9.2.2) or nothing of the request was written. Never a POST whose body went out.
 // - Hop-by-hop headers (Connection, Keep-Alive, TE, Trailer, Upgrade, Proxy-*, Transfer-Encoding,
 //   and those named in Connection) in a client_request are never sent; the client writes its
-//   own Host (unless the request has one), Content-Length and Connection.
+//   own Host (unless the request has one: the authority of the address it goes to) and
+//   Content-Length (when there is a body, and for POST, PUT and PATCH). It writes no Connection
+//   header: an HTTP/1.1 connection stays open without one (RFC 9112 §9.3), and the client
+//   never asks the upstream to close.
 #pragma once
 
 #include <array>
