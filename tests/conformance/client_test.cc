@@ -11,13 +11,16 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sluice/client.h>
 #include <sluice/coro.h>
 #include <sluice/exchange.h>
 
+#include "client/upstream.h"
 #include "support/backend_matrix.h"
 #include "support/error_text.h"
 #include "support/fake_upstream.h"
@@ -28,6 +31,29 @@ namespace sluice::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// "127.0.0.1:port" of a port bound once and never listening: connects to it are refused.
+std::string closed_address() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(fd);
+    return "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+}
+
+// The value of the request's Host field ("" if none).
+std::string host_of(const std::string& request) {
+    const auto at = request.find("\r\nHost: ");
+    if (at == std::string::npos) {
+        return {};
+    }
+    const auto begin = at + 8;
+    return request.substr(begin, request.find("\r\n", begin) - begin);
+}
 
 void write_outcome(response& res, const result<client_response>& r) {
     if (r) {
@@ -136,15 +162,7 @@ TEST_P(client_test, both_styles_reuse_one_keep_alive_connection) {
 }
 
 TEST_P(client_test, refused_on_a_closed_port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd); // bound once, never listening: connects are refused
-    make_client({"127.0.0.1:" + std::to_string(ntohs(a.sin_port))});
+    make_client({closed_address()});
     add_routes();
     srv().start();
     EXPECT_EQ(call("/cb").body, error_text(client_errc::refused));
@@ -338,17 +356,8 @@ TEST_P(client_test, downstream_disconnect_cancels_the_call_and_leaks_nothing) {
 }
 
 TEST_P(client_test, a_dead_address_is_skipped_for_fail_timeout) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
     fake_upstream up(answer_all);
-    make_client({"127.0.0.1:" + std::to_string(ntohs(a.sin_port)), up.address()},
-                {.max_requests_per_connection = 1});
+    make_client({closed_address(), up.address()}, {.max_requests_per_connection = 1});
     add_routes();
     srv().start();
     for (int i = 0; i < 4; ++i) {
@@ -357,6 +366,106 @@ TEST_P(client_test, a_dead_address_is_skipped_for_fail_timeout) {
     // Four connections to the live address, at most one attempt at the dead one.
     EXPECT_LE(client_->stats().connects, 5u);
     EXPECT_EQ(up.accepted(), 4);
+}
+
+TEST_P(client_test, a_live_address_is_found_while_other_loops_turn_the_rotation) {
+    fake_upstream up(answer_all);
+    const upstream target({closed_address(), up.address()});
+    client_ = std::make_unique<client>(target, client_options{.max_requests_per_connection = 1});
+    add_routes();
+    srv().start();
+    // Two calls: the rotation starts at the dead address, which is then marked for fail_timeout.
+    EXPECT_EQ(call("/cb").body, "ok");
+    EXPECT_EQ(call("/cb").body, "ok");
+    // The calls of other loops (other I/O threads, other clients of this upstream) take turns
+    // from the same rotation while this loop picks: a call must still find the live address.
+    std::atomic<bool> stop{false};
+    std::thread other_loops([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+            target.state()->next.fetch_add(1, std::memory_order_relaxed);
+        }
+    });
+    int refused = 0;
+    for (int i = 0; i < 60; ++i) {
+        const std::string body = call("/cb").body;
+        refused += body == error_text(client_errc::refused) ? 1 : 0;
+        EXPECT_TRUE(body == "ok" || body == error_text(client_errc::refused)) << body;
+    }
+    stop = true;
+    other_loops.join();
+    EXPECT_EQ(refused, 0) << "calls refused while " << up.address() << " was up";
+}
+
+TEST_P(client_test, the_host_header_names_the_address_the_request_goes_to) {
+    // Two upstreams, each recording the Host of every request it gets; one call per
+    // connection, so the rotation alternates between them.
+    struct seen {
+        std::mutex mu;
+        std::vector<std::string> hosts;
+    };
+    seen a_seen;
+    seen b_seen;
+    auto recording = [](seen& s) {
+        return [&s](upstream_conn& c) {
+            while (auto req = c.read_request()) {
+                {
+                    std::lock_guard lock(s.mu);
+                    s.hosts.push_back(host_of(*req));
+                }
+                if (!c.write(upstream_response(200, "ok"))) {
+                    return;
+                }
+            }
+        };
+    };
+    fake_upstream a(recording(a_seen));
+    fake_upstream b(recording(b_seen));
+    make_client({a.address(), "http://" + b.address()}, {.max_requests_per_connection = 1});
+    add_routes();
+    srv().start();
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(call(i % 2 == 0 ? "/cb" : "/co").body, "ok") << i;
+    }
+    std::lock_guard la(a_seen.mu);
+    std::lock_guard lb(b_seen.mu);
+    EXPECT_EQ(a_seen.hosts, (std::vector<std::string>{a.address(), a.address()}));
+    EXPECT_EQ(b_seen.hosts, (std::vector<std::string>{b.address(), b.address()}));
+}
+
+TEST_P(client_test, a_retry_on_another_address_names_that_address_in_its_host_header) {
+    // Each connection answers one request, then takes the next and resets it without a word
+    // (a stale keep-alive connection): the second call is retried on a fresh connection, which
+    // the rotation opens to the other address.
+    struct seen {
+        std::mutex mu;
+        std::vector<std::string> hosts;
+    };
+    seen a_seen;
+    seen b_seen;
+    auto stale_after_one = [](seen& s) {
+        return [&s](upstream_conn& c) {
+            if (auto req = c.read_request()) {
+                std::lock_guard lock(s.mu);
+                s.hosts.push_back(host_of(*req));
+            }
+            (void)c.write(upstream_response(200, "ok"));
+            if (c.read_request()) {
+                c.reset();
+            }
+        };
+    };
+    fake_upstream a(stale_after_one(a_seen));
+    fake_upstream b(stale_after_one(b_seen));
+    make_client({a.address(), b.address()});
+    add_routes();
+    srv().start();
+    EXPECT_EQ(call("/cb").body, "ok");
+    EXPECT_EQ(call("/cb").body, "ok"); // on the pooled connection to a, reset: retried on b
+    EXPECT_EQ(client_->stats().retried, 1u);
+    std::lock_guard la(a_seen.mu);
+    std::lock_guard lb(b_seen.mu);
+    EXPECT_EQ(a_seen.hosts, (std::vector<std::string>{a.address()}));
+    EXPECT_EQ(b_seen.hosts, (std::vector<std::string>{b.address()}));
 }
 
 TEST_P(client_test, chunked_interim_and_close_delimited_responses) {

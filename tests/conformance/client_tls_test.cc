@@ -4,9 +4,13 @@
 // answers in plaintext. Peer verification is on unless a test turns it off.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <sluice/client.h>
 #include <sluice/coro.h>
@@ -184,6 +188,92 @@ TEST_P(client_tls_test, a_plaintext_upstream_fails_the_handshake) {
     add_routes();
     srv().start();
     EXPECT_EQ(call("/cb").body, error_text(client_errc::tls_handshake_failed));
+}
+
+TEST_P(client_tls_test, the_log_sink_never_runs_after_the_client_is_destroyed) {
+    start_upstream();
+    // A relay in front of the TLS upstream: it passes the ClientHello on and holds back the
+    // server's answer (its certificate, which the client rejects: it trusts the system's CAs
+    // only) until the test lets it through.
+    auto flight_held = std::make_shared<std::atomic<bool>>(false);
+    auto let_through = std::make_shared<std::atomic<bool>>(false);
+    auto written = std::make_shared<std::atomic<bool>>(false);
+    const std::uint16_t tls_port = upstream_->port();
+    fake_upstream relay([=](upstream_conn& c) {
+        const std::string hello = c.read_some(5s);
+        test_client server_side(tls_port, 5s, client_transport::plain);
+        if (hello.empty() || !server_side.send(hello)) {
+            return;
+        }
+        std::string flight = server_side.read_available(5s);
+        for (std::string more; !(more = server_side.read_available(100ms)).empty();) {
+            flight += more;
+        }
+        *flight_held = true;
+        if (!wait_until([&] { return let_through->load(); }, 10s) || !c.write(flight)) {
+            return;
+        }
+        *written = true;
+        (void)c.wait_closed(5s);
+    });
+    // What the sink captures is freed right after ~client, as a user may; `late` outlives it.
+    struct sink_state {
+        std::atomic<int> lines{0};
+    };
+    auto* state = new sink_state;
+    auto gone = std::make_shared<std::atomic<bool>>(false);
+    auto late = std::make_shared<std::atomic<int>>(0);
+    client_options o;
+    o.log = [state, gone, late](log_level, std::string_view) {
+        if (gone->load()) {
+            ++*late;
+        }
+        ++state->lines; // heap-use-after-free under ASan once `state` is deleted
+    };
+    make_client("https://" + relay.address(), o);
+    auto on = std::make_shared<executor>();
+    auto on_mu = std::make_shared<std::mutex>();
+    srv().route("GET", "/held", [this, on, on_mu](exchange& ex) {
+        auto ctx = ex.start_async(10s);
+        {
+            std::lock_guard lock(*on_mu);
+            *on = ex.executor();
+        }
+        client_->send(ex.executor(), {.target = "/x"}, [ctx](const result<client_response>& out) mutable {
+            response res;
+            res.status(502).text(out ? "answered" : error_text(out.error()));
+            ctx.complete(std::move(res));
+        });
+    });
+    srv().start();
+    test_client c(srv().port(), 10s);
+    ASSERT_TRUE(c.send(get_request("/held"))) << c.error();
+    ASSERT_TRUE(wait_until([&] { return flight_held->load(); }));
+    // The call runs on the server's loop (reactor rows): hold that loop in a task, so that the
+    // certificate arrives while ~client runs and is read after it returned, before the pool's
+    // shutdown that ~client posts behind it. On the blocking rows the call is on the client's
+    // own loop, which ~client joins.
+    auto holding = std::make_shared<std::atomic<bool>>(false);
+    auto unhold = std::make_shared<std::atomic<bool>>(false);
+    if (!connection_per_thread()) {
+        std::lock_guard lock(*on_mu);
+        ASSERT_TRUE(on->post([holding, unhold] {
+            *holding = true;
+            (void)wait_until([&] { return unhold->load(); }, 10s);
+        }));
+        ASSERT_TRUE(wait_until([&] { return holding->load(); }));
+    }
+    *let_through = true;
+    ASSERT_TRUE(wait_until([&] { return written->load(); }));
+    std::this_thread::sleep_for(50ms); // on loopback the bytes are in the client's socket now
+    client_.reset();
+    *gone = true;
+    delete state;
+    *unhold = true;
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 502) << r->body;
+    EXPECT_EQ(late->load(), 0) << "the client's log sink ran after ~client returned";
 }
 
 SLUICE_BACKEND_SUITE(client_tls_test);

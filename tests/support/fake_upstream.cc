@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace sluice::test {
 
@@ -45,6 +46,19 @@ std::optional<std::string> upstream_conn::read_request(std::chrono::milliseconds
         }
         in_.append(buf, static_cast<std::size_t>(n));
     }
+}
+
+std::string upstream_conn::read_some(std::chrono::milliseconds timeout) {
+    if (!in_.empty()) {
+        return std::exchange(in_, std::string());
+    }
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) {
+        return {};
+    }
+    char buf[16384];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
 bool upstream_conn::write(std::string_view bytes) {

@@ -30,6 +30,10 @@ public:
     /// The next request (head + Content-Length body), nullopt at EOF, error or timeout.
     std::optional<std::string> read_request(std::chrono::milliseconds timeout = default_timeout);
     bool write(std::string_view bytes);
+    /// Waits at most `timeout` for bytes and returns what has arrived (bytes read_request()
+    /// buffered first): raw bytes, for scripts that do not speak HTTP (a TLS relay). "" on a
+    /// timeout or at the end of the stream.
+    std::string read_some(std::chrono::milliseconds timeout = default_timeout);
     /// Waits until the peer closes (EOF or reset); false on timeout.
     bool wait_closed(std::chrono::milliseconds timeout = default_timeout);
     /// Closes with RST.

@@ -29,7 +29,10 @@
 //   (RFC 9110 §9.2.2) or nothing of the request was written. Never a POST whose body went out.
 // - Hop-by-hop headers (Connection, Keep-Alive, TE, Trailer, Upgrade, Proxy-*, Transfer-Encoding,
 //   and those named in Connection) in a client_request are never sent; the client writes its
-//   own Host (unless the request has one), Content-Length and Connection.
+//   own Host (unless the request has one: the authority of the address it goes to) and
+//   Content-Length (when there is a body, and for POST, PUT and PATCH). It writes no Connection
+//   header: an HTTP/1.1 connection stays open without one (RFC 9112 §9.3), and the client
+//   never asks the upstream to close.
 #pragma once
 
 #include <array>
@@ -163,7 +166,8 @@ struct upstream_options {
 
 /// One upstream service: one or more addresses, each "host:port", "[v6]:port", or a URL
 /// without a path: "http://host[:port]" (port 80 by default) or "https://host[:port]" (TLS,
-/// port 443 by default; client_options::tls).
+/// port 443 by default; client_options::tls). Each is its own authority: a request sent to
+/// it says Host: host[:port], the port left out when it is the scheme's default.
 class upstream {
 public:
     /// Resolves every address now, on the calling thread (never on an I/O loop). Throws
@@ -193,8 +197,9 @@ struct client_request {
     std::string method = "GET";
     /// origin-form: "/path?query".
     std::string target = "/";
-    /// End-to-end headers; hop-by-hop ones are dropped (see top). Host is the upstream's name
-    /// unless given here.
+    /// End-to-end headers; hop-by-hop ones are dropped (see top). Host, unless given here, is
+    /// the authority of the upstream address the request goes to (docs/client.md, "Upstream
+    /// addresses"): give it here to name one service behind several addresses.
     std::vector<client_header> headers{};
     /// The body, owned by the request.
     std::string body{};
@@ -223,7 +228,8 @@ struct client_stream_handler {
     std::function<void(const client_response& head)> on_head;
     /// A piece of the body, lent until return: consume or copy it. Pieces are as large as one
     /// read from the socket; client_call::pause_body() stops the next reads (pieces of a read
-    /// already made may still follow).
+    /// already made may still follow, except when the pause came before the body began: then
+    /// not a byte of it comes before resume_body()).
     std::function<void(std::string_view piece)> on_body;
     /// The end: an empty code when the whole response arrived (the connection may go back to
     /// the pool), else why it ended: before on_head an error as for send(); after it the body
@@ -252,8 +258,12 @@ public:
 
     /// A streamed call's backpressure: stop reading the upstream's body until resume_body()
     /// (the upstream is then held by TCP flow control). Thread-safe; on the call's loop it
-    /// takes effect at once (also from inside on_body), elsewhere it is posted there. While
-    /// paused, response_timeout does not run (the reader sets the pace; see docs/client.md).
+    /// takes effect at once (also from inside on_body), elsewhere it is posted there. Called
+    /// before the head arrived (at once after send_streaming, say) or inside on_head, it holds
+    /// the whole body: the head is read and on_head runs, then no on_body (not even for the
+    /// rest of the read that brought the head) and no on_end until resume_body(). While
+    /// paused, response_timeout does not run (the reader sets the pace; see docs/client.md);
+    /// until the head it does (the upstream is slow to answer, not the reader).
     /// Neither runs a callback of the call inline, so both may be called under a lock that
     /// those callbacks take.
     void pause_body() const noexcept;

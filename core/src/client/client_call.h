@@ -3,9 +3,11 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <sluice/client.h>
 
@@ -16,6 +18,7 @@ namespace sluice::detail {
 
 class client_pool;
 class client_connection;
+struct upstream_address;
 
 /// Atomics any thread reads (stats()); written on the loops with relaxed adds. The gauges are
 /// signed: each loop adds its own changes, so the sum of a moment may dip below zero.
@@ -63,6 +66,23 @@ public:
     bool waiting = false;
     bool retried = false;
     std::size_t connect_attempts = 0;
+    /// The call's turn in the upstream's rotation, taken once, at its first connect: every
+    /// address it tries is scanned from here (client_pool::pick_address), so calls of other
+    /// loops that advance the shared rotation meanwhile cannot make this one skip an address.
+    std::uint64_t ticket = 0;
+    bool has_ticket = false;
+    /// The addresses whose connect failed for this call: each is tried at most once per call.
+    /// Held, not indexed: a refresh may replace the set between two attempts.
+    std::vector<std::shared_ptr<upstream_address>> tried;
+    /// Where `head` has the upstream's name as its Host value (head_host_at == npos: the
+    /// request brought its own Host), and which upstream entry it names: a connection to
+    /// another entry rewrites it (client_pool::aim_head).
+    std::size_t head_host_at = std::string::npos;
+    std::size_t head_host_len = 0;
+    std::size_t head_host = 0;
+    /// The head replaced by the last rewrite: a retry's old connection may still be sending it
+    /// (its memory must stay untouched until that send completes, driver rule 7).
+    std::string spare_head;
 };
 
 } // namespace sluice::detail

@@ -2,6 +2,8 @@
 #include "client/client_connection.h"
 
 #include <cerrno>
+#include <string>
+#include <utility>
 
 #include "client/client_pool.h"
 #include "http/client_request_writer.h"
@@ -83,9 +85,18 @@ void client_connection::run(std::shared_ptr<client_call_state> call, bool from_p
     call_ = std::move(call);
     call_->conn = this;
     state_ = state::busy;
+    if (!pool_->aim_head(*call_, address_->host)) {
+        // Out of memory: better no request than one whose Host names another server.
+        finish_call(result<client_response>(client_errc::invalid_request));
+        close_now();
+        return;
+    }
     from_pool_ = from_pool;
     request_written_ = false;
     head_delivered_ = false;
+    held_.clear();
+    held_close_ = no_close;
+    drain_due_ = false;
     ++served_;
     session_.begin(call_->request.method == "HEAD", call_->response, call_->stream ? this : nullptr);
     arm(pool_->config().options.response_timeout);
@@ -126,10 +137,38 @@ void client_connection::on_data(std::string_view bytes) noexcept {
     if (state_ != state::busy) {
         return;
     }
+    if (session_.holding()) {
+        // A read that completed before the pause took effect (one batch at most): kept, in order.
+        try {
+            held_.append(bytes);
+        } catch (...) {
+            finish_call(result<client_response>(client_errc::reset));
+            close_now();
+        }
+        return;
+    }
+    consume(bytes);
+}
+
+void client_connection::consume(std::string_view bytes) noexcept {
     const std::size_t used = session_.feed(bytes);
     if (session_.phase() == http::response_phase::failed) {
         finish_call(result<client_response>(session_.error()));
         close_now();
+        return;
+    }
+    if (session_.holding()) {
+        // The head came with the body paused: nothing of the body goes out before resume_body(),
+        // not even the rest of this read, and the reader sets the pace (no response_timeout).
+        try {
+            held_.assign(bytes.substr(used));
+        } catch (...) {
+            finish_call(result<client_response>(client_errc::reset));
+            close_now();
+            return;
+        }
+        transport_.pause_receiving();
+        loop_.cancel(timer_);
         return;
     }
     if (session_.phase() == http::response_phase::complete) {
@@ -163,6 +202,10 @@ void client_connection::on_peer_closed(int rc) noexcept {
         return;
     }
     if (state_ != state::busy) {
+        return;
+    }
+    if (session_.holding()) {
+        held_close_ = rc; // after what came before it, once resume_body() hands that over
         return;
     }
     if (rc == 0 && session_.started()) {
@@ -237,6 +280,10 @@ void client_connection::on_response_head(client_response& head) noexcept {
     } catch (...) {
         // A throwing handler cannot stop the parser here; it hears on_end like any other call.
     }
+    // Paused before the head (or inside on_head): the head is in, the body waits whole.
+    if (call_ && call_->body_paused.load(std::memory_order_acquire)) {
+        session_.hold_body();
+    }
 }
 
 void client_connection::on_response_body(std::string_view bytes) noexcept {
@@ -253,13 +300,24 @@ void client_connection::apply_body_pause() noexcept {
     if (state_ != state::busy || !call_ || !call_->stream) {
         return;
     }
+    if (!head_delivered_) {
+        // Before the head the head is read all the same, under response_timeout (an upstream
+        // slow to answer is slow whatever the reader does): on_response_head reads the flag
+        // and holds the body from its first byte.
+        return;
+    }
     if (call_->body_paused.load(std::memory_order_acquire)) {
         transport_.pause_receiving();
         // The reader holds the pace now: no timeout while we do not read (the downstream
         // side has its own timeouts and disconnect, which cancel this call).
-        if (head_delivered_) {
-            loop_.cancel(timer_);
-        }
+        drain_due_ = false;
+        loop_.cancel(timer_);
+        return;
+    }
+    if (session_.holding() || held_close_ != no_close) {
+        // The held body goes out from the timer: resume_body() runs no callback inline.
+        drain_due_ = true;
+        arm(std::chrono::milliseconds(0));
         return;
     }
     if (transport_.receiving_paused()) {
@@ -268,6 +326,25 @@ void client_connection::apply_body_pause() noexcept {
         arm(transport_.resume_receiving() < 0 ? std::chrono::milliseconds(0)
                                               : pool_->config().options.response_timeout);
     }
+}
+
+void client_connection::drain_held() noexcept {
+    std::string bytes = std::move(held_);
+    held_ = std::string();
+    session_.release(); // a body of length 0 ends here
+    consume(bytes);     // on_body, and the end if it is in there
+    if (state_ != state::busy || !call_) {
+        return; // the call ended (its connection pooled or closing)
+    }
+    if (call_->body_paused.load(std::memory_order_acquire)) {
+        return; // paused again from inside on_body: the next resume_body() goes on
+    }
+    if (held_close_ != no_close) {
+        on_peer_closed(std::exchange(held_close_, no_close));
+        return;
+    }
+    arm(transport_.resume_receiving() < 0 ? std::chrono::milliseconds(0)
+                                          : pool_->config().options.response_timeout);
 }
 
 bool client_connection::reusable(clock::time_point now) const noexcept {
@@ -310,6 +387,11 @@ void client_connection::timed_out() noexcept {
         break;
     }
     case state::busy:
+        if (drain_due_) {
+            drain_due_ = false;
+            drain_held();
+            break;
+        }
         finish_call(result<client_response>(client_errc::response_timed_out));
         close_now();
         break;

@@ -11,6 +11,10 @@
 //        v
 //      freed (the loop's live count drops)
 //
+// A streamed call's body paused when its head arrives (pause_body() before the head or inside
+// on_head) is held in [busy]: no byte of it reaches on_body, nothing is read, no timeout runs,
+// until resume_body(); then the held bytes go to the session from the timer (never inline).
+//
 // Everything runs on the pool's loop thread. The connection holds its pool (shared) until
 // it is freed, so a pool outlives every connection and every send in flight.
 #pragma once
@@ -64,6 +68,10 @@ private:
     enum class state : std::uint8_t { connecting, busy, idle, closing };
 
     void send_request() noexcept;
+    /// on_data's work: bytes for the session.
+    void consume(std::string_view bytes) noexcept;
+    /// resume_body() after a held body: hands over what was held, then reads on (the timer).
+    void drain_held() noexcept;
     void broken(int result) noexcept;
     void complete(bool extra_bytes) noexcept;
     void finish_call(result<client_response> r) noexcept;
@@ -85,6 +93,13 @@ private:
     bool from_pool_ = false;
     bool request_written_ = false;
     bool head_delivered_ = false; // a streamed call's on_head ran: response_timeout now spans reads
+    // A streamed call whose body was paused when its head came: the session stopped after the
+    // head (http::client_session::hold_body), and what arrived after it waits here for
+    // resume_body(), with a peer's close that came meanwhile.
+    static constexpr int no_close = 1;
+    std::string held_;
+    int held_close_ = no_close;
+    bool drain_due_ = false; // the timer is armed to run drain_held(), not a timeout
 };
 
 } // namespace sluice::detail

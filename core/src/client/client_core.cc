@@ -11,8 +11,15 @@ namespace sluice::detail {
 
 namespace {
 
-logger client_logger(const client_options& o) {
-    return o.log ? logger(log_level::warn, o.log) : logger(log_level::warn);
+std::shared_ptr<log_gate> make_gate(const client_options& o) {
+    return o.log ? std::make_shared<log_gate>(o.log) : nullptr;
+}
+
+logger client_logger(const std::shared_ptr<log_gate>& gate) {
+    if (!gate) {
+        return logger(log_level::warn);
+    }
+    return logger(log_level::warn, [gate](log_level l, std::string_view m) { gate->write(l, m); });
 }
 
 std::shared_ptr<client_tls_context> make_tls(const client_options& o, const upstream& u, const logger& log) {
@@ -25,8 +32,24 @@ std::shared_ptr<client_tls_context> make_tls(const client_options& o, const upst
 
 } // namespace
 
+void log_gate::write(log_level l, std::string_view message) const {
+    std::shared_lock lock(mu_);
+    if (sink_) {
+        sink_(l, message);
+    }
+}
+
+void log_gate::close() noexcept {
+    logger::sink dropped;
+    {
+        std::unique_lock lock(mu_);
+        dropped.swap(sink_);
+    }
+    // `dropped` is destroyed here, outside the lock: its captures may take locks of their own.
+}
+
 client_core::client_core(upstream u, client_options o)
-    : options(std::move(o)), target(std::move(u)), log_(client_logger(options)),
+    : options(std::move(o)), target(std::move(u)), gate_(make_gate(options)), log_(client_logger(gate_)),
       tls_(make_tls(options, target, log_)), refresher_(target.state(), log_) {}
 
 client_core::~client_core() {
@@ -45,8 +68,12 @@ std::shared_ptr<client_pool> client_core::pool_for(const std::shared_ptr<loop_po
     pools_.erase(
         std::remove_if(pools_.begin(), pools_.end(), [](const auto& e) { return e.second->stopped(); }),
         pools_.end());
-    auto pool = std::make_shared<client_pool>(port->owner_loop(),
-                                              pool_config{options, target.state(), counters, tls_});
+    // The pool's copy of the options without the user's log sink: a pool may outlive ~client
+    // (its loop frees it), and what the sink captures must not (the pool never logs).
+    client_options pool_options = options;
+    pool_options.log = nullptr;
+    auto pool = std::make_shared<client_pool>(
+        port->owner_loop(), pool_config{std::move(pool_options), target.state(), counters, tls_});
     pool->attach();
     if (shut_) {
         pool->shutdown();
@@ -149,6 +176,11 @@ void client_core::shutdown() noexcept {
     // Last, on the destroying thread (never a loop: ~client's contract); ~client_core may run
     // on a loop, but finds it stopped already.
     refresher_.stop();
+    // The pools' shutdowns were only posted: a server loop may still fail a TLS handshake (and
+    // log why) before it runs them. From here no line reaches the user's sink.
+    if (gate_) {
+        gate_->close();
+    }
 }
 
 } // namespace sluice::detail

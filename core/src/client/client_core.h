@@ -5,6 +5,8 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -19,6 +21,24 @@
 namespace sluice::detail {
 
 class client_tls_context;
+
+/// The user's client_options::log behind a gate that ~client closes: the loops, the TLS
+/// context and the resolver thread log through it, and no line reaches the sink once close()
+/// has returned (a line being written is waited for). Shared by every copy of the logger, so a
+/// TLS handshake that fails on a server loop after ~client (the pool's shutdown is posted
+/// behind it) finds the gate closed instead of a sink whose captures the user has freed.
+class log_gate {
+public:
+    explicit log_gate(logger::sink s) noexcept : sink_(std::move(s)) {}
+    /// Any thread, several at once.
+    void write(log_level l, std::string_view message) const;
+    /// Waits for lines being written, then drops the sink (destroyed here, on this thread).
+    void close() noexcept;
+
+private:
+    mutable std::shared_mutex mu_;
+    logger::sink sink_; // under mu_; empty once closed
+};
 
 class client_core : public std::enable_shared_from_this<client_core> {
 public:
@@ -53,6 +73,7 @@ private:
     std::shared_ptr<loop_port> own_port_;
     bool own_failed_ = false;
     bool shut_ = false;
+    std::shared_ptr<log_gate> gate_; // null when the log goes to stderr (no user sink)
     logger log_;
     std::shared_ptr<client_tls_context> tls_;
     upstream_refresher refresher_;

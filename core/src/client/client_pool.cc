@@ -65,11 +65,17 @@ void client_pool::submit(std::shared_ptr<client_call_state> call) noexcept {
         return;
     }
     try {
-        const std::error_code e = http::write_request_head(call->request, host(0).name, call->head);
+        // The first entry's name for now: the connection that takes the call names its own
+        // entry (aim_head), known only once an address is picked or an idle connection found.
+        std::size_t host_at = std::string::npos;
+        const std::error_code e = http::write_request_head(call->request, host(0).name, call->head, &host_at);
         if (e) {
             deliver(call, result<client_response>(e));
             return;
         }
+        call->head_host_at = host_at;
+        call->head_host_len = host(0).name.size();
+        call->head_host = 0;
         // The head holds them now (a retry resends the head): a call waiting seconds for its
         // upstream does not keep a second copy of every header.
         std::vector<client_header>().swap(call->request.headers);
@@ -116,12 +122,45 @@ void client_pool::acquire(std::shared_ptr<client_call_state> call) noexcept {
     loop_.arm(call->acquire_timer, deadline_after(now, cfg_.options.acquire_timeout));
 }
 
+bool client_pool::aim_head(client_call_state& call, std::size_t entry) noexcept {
+    if (call.head_host_at == std::string::npos || call.head_host == entry) {
+        return true; // the request's own Host, or the right name already
+    }
+    const std::string& name = host(entry).name;
+    try {
+        std::string head;
+        head.reserve(call.head.size() - call.head_host_len + name.size());
+        head.append(call.head, 0, call.head_host_at)
+            .append(name)
+            .append(call.head, call.head_host_at + call.head_host_len, std::string::npos);
+        if (call.retried) {
+            // The old connection of a retry may still be sending the current head: it moves to
+            // spare_head untouched (a head is never short enough for std::string to keep it
+            // inline, "Host: " and the request line alone are longer, so moving it keeps its
+            // bytes where they are), and it lives as long as the call, which that send holds.
+            call.spare_head = std::move(call.head);
+        }
+        call.head = std::move(head); // else never sent: freed, no second copy kept
+    } catch (...) {
+        return false;
+    }
+    call.head_host = entry;
+    call.head_host_len = name.size();
+    return true;
+}
+
 void client_pool::open_new(std::shared_ptr<client_call_state> call) noexcept {
-    std::shared_ptr<upstream_address> a = pick_address();
+    std::shared_ptr<upstream_address> a = pick_address(*call);
     if (!a) {
-        deliver(call, result<client_response>(client_errc::refused)); // every address is marked down
+        // Every address is marked down (or this call tried those that are not).
+        deliver(call, result<client_response>(client_errc::refused));
         return;
     }
+    open_on(std::move(call), std::move(a));
+}
+
+void client_pool::open_on(std::shared_ptr<client_call_state> call,
+                          std::shared_ptr<upstream_address> a) noexcept {
     ++call->connect_attempts;
     client_connection* c = nullptr;
     try {
@@ -148,19 +187,30 @@ const address_set& client_pool::addresses() noexcept {
     return *set_;
 }
 
-std::shared_ptr<upstream_address> client_pool::pick_address() noexcept {
+std::shared_ptr<upstream_address> client_pool::pick_address(client_call_state& call) noexcept {
     const address_set& addrs = addresses();
     const std::size_t n = addrs.size();
     if (n == 0) {
         return nullptr; // never published (apply keeps a host's last addresses), but no % 0
     }
+    // One turn of the shared rotation per call, then a scan of every address from it on this
+    // thread. Taking a turn per step instead let the calls of other loops, advancing the same
+    // counter between two steps, walk this scan past the one live address.
+    if (!call.has_ticket) {
+        call.ticket = cfg_.upstream->next.fetch_add(1, std::memory_order_relaxed);
+        call.has_ticket = true;
+    }
     const std::int64_t now = ns_of(loop_.now());
+    const std::size_t start = static_cast<std::size_t>(call.ticket % n);
     for (std::size_t i = 0; i < n; ++i) {
-        const std::size_t k = cfg_.upstream->next.fetch_add(1, std::memory_order_relaxed) % n;
+        const std::shared_ptr<upstream_address>& a = addrs[(start + i) % n];
+        if (std::find(call.tried.begin(), call.tried.end(), a) != call.tried.end()) {
+            continue; // its connect failed for this call already
+        }
         // One address is never skipped (nginx ignores fail_timeout for a single server): a
         // refusal then fails only the calls that meet it.
-        if (n == 1 || addrs[k]->failed_until_ns.load(std::memory_order_relaxed) <= now) {
-            return addrs[k];
+        if (n == 1 || a->failed_until_ns.load(std::memory_order_relaxed) <= now) {
+            return a;
         }
     }
     return nullptr;
@@ -181,10 +231,17 @@ void client_pool::connect_failed(const std::shared_ptr<upstream_address>& a,
     }
     // Like nginx's proxy_next_upstream error timeout: a connect that failed sent nothing, so
     // the next address may take the call; each address at most once per call.
-    if (call->connect_attempts < addrs.size() && pick_address() != nullptr) {
-        // pick_address() advanced the rotation; open_new picks again from there.
-        open_new(std::move(call));
-        return;
+    if (call->connect_attempts < addrs.size()) {
+        try {
+            call->tried.push_back(a);
+        } catch (...) {
+            deliver(call, result<client_response>(why));
+            return;
+        }
+        if (std::shared_ptr<upstream_address> next = pick_address(*call)) {
+            open_on(std::move(call), std::move(next));
+            return;
+        }
     }
     deliver(call, result<client_response>(why));
 }

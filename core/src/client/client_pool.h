@@ -71,6 +71,9 @@ public:
     /// Connecting for `call` failed (refused / timed out): try another address or fail.
     void connect_failed(const std::shared_ptr<upstream_address>& address,
                         std::shared_ptr<client_call_state> call, client_errc why) noexcept;
+    /// Makes the Host of `call`'s head name upstream entry `entry`, the one its connection goes
+    /// to, unless the request brought its own Host. False when out of memory.
+    bool aim_head(client_call_state& call, std::size_t entry) noexcept;
     /// The stale keep-alive case: `call` runs again, once, on a fresh connection.
     void retry(std::shared_ptr<client_call_state> call) noexcept;
     /// Ends a call: counts it and hands its outcome over.
@@ -79,10 +82,12 @@ public:
 private:
     void acquire(std::shared_ptr<client_call_state> call) noexcept;
     void open_new(std::shared_ptr<client_call_state> call) noexcept;
+    void open_on(std::shared_ptr<client_call_state> call, std::shared_ptr<upstream_address> a) noexcept;
     void serve_waiters() noexcept;
     void remove_waiter(client_call_state* call) noexcept;
-    /// The next address to connect to, round robin over those not marked failed; null if none.
-    std::shared_ptr<upstream_address> pick_address() noexcept;
+    /// The address `call` connects to next: round robin (the call's own turn, taken at its first
+    /// connect), the first from there not marked failed and not tried by the call; null if none.
+    std::shared_ptr<upstream_address> pick_address(client_call_state& call) noexcept;
     /// The upstream's current address set: reloaded when a refresh published a new one (one
     /// atomic load otherwise). Indexes go into this snapshot only, never into a shared vector.
     const address_set& addresses() noexcept;

@@ -111,7 +111,13 @@ upstream_host parse_upstream_host(const std::string& given) {
     if (!port) {
         throw std::invalid_argument("upstream address \"" + given + "\": bad port");
     }
-    h.name = name;
+    // The Host header: the authority as given, without the scheme's default port (RFC 9110
+    // §4.2.3: "http://h:80" and "http://h" are one authority; nginx's $proxy_host does the same).
+    const bool bracketed = !name.empty() && name.front() == '[';
+    h.name = bracketed ? "[" + hp->host + "]" : hp->host;
+    if (*port != (h.tls ? 443 : 80)) {
+        h.name += ":" + std::to_string(*port);
+    }
     h.host = hp->host;
     h.port = *port;
     h.literal = getaddrinfo_first(h.host, h.port, AI_NUMERICHOST).addresses.has_value();

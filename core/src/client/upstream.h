@@ -26,7 +26,9 @@ namespace sluice::detail {
 
 /// One address as given: what a refresh looks up again.
 struct upstream_host {
-    std::string name; ///< "host:port" as given (without a scheme): the default Host header
+    /// The authority: the Host header of requests to this entry. The host as given (IPv6 in
+    /// brackets) and ":port" unless the port is the scheme's default (80, 443; RFC 9110 §4.2.3).
+    std::string name;
     std::string host; ///< the host alone (no brackets): SNI, the certificate's name, the lookup
     std::uint16_t port = 0;
     bool tls = false;     ///< https://
@@ -76,7 +78,8 @@ public:
 
     /// When the addresses were first looked up: the first refresh is one interval later.
     const std::chrono::steady_clock::time_point created_at = std::chrono::steady_clock::now();
-    /// Round robin position, shared by every loop's pool.
+    /// Round robin position, shared by every loop's pool: one turn per call that connects
+    /// (client_pool::pick_address), never one per address looked at.
     std::atomic<std::uint64_t> next{0};
 
 private:

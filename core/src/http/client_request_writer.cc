@@ -81,8 +81,8 @@ bool is_idempotent(std::string_view m) noexcept {
     return m == "GET" || m == "HEAD" || m == "OPTIONS" || m == "TRACE" || m == "PUT" || m == "DELETE";
 }
 
-std::error_code write_request_head(const client_request& req, std::string_view default_host,
-                                   std::string& out) {
+std::error_code write_request_head(const client_request& req, std::string_view default_host, std::string& out,
+                                   std::size_t* default_host_at) {
     if (!is_token(req.method) || !is_safe_target(req.method, req.target)) {
         return client_errc::invalid_request;
     }
@@ -105,6 +105,9 @@ std::error_code write_request_head(const client_request& req, std::string_view d
     size += host != nullptr ? host->size() : default_host.size();
     out.reserve(out.size() + size);
     out.append(req.method).append(" ").append(req.target).append(" HTTP/1.1\r\nHost: ");
+    if (default_host_at != nullptr) {
+        *default_host_at = host != nullptr ? std::string::npos : out.size();
+    }
     out.append(host != nullptr ? *host : default_host).append("\r\n");
     for (const auto& h : req.headers) {
         if (iequals(h.name, "host") || is_hop_by_hop(h.name, req)) {

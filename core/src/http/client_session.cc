@@ -9,6 +9,9 @@
 //   too; its message is dropped and parsing continues with the next one (RFC 9110 §15.2).
 // - A failing callback fails the session before llhttp reports its error, so llhttp's own
 //   errors map to malformed_response only when nothing else was said.
+// - hold_body() makes on_headers_complete return HPE_PAUSED as well: llhttp stops before the
+//   body, and llhttp_resume() (release()) lets the next llhttp_execute go on from there, with
+//   the bytes from llhttp_get_error_pos() on.
 #include "http/client_session.h"
 
 #include <string_view>
@@ -125,7 +128,13 @@ struct client_session::callbacks {
         s.out_->status = status;
         s.phase_ = response_phase::body;
         if (s.sink_ != nullptr && status >= 200) {
+            s.hold_wanted_ = false;
             s.sink_->on_response_head(*s.out_);
+            if (s.hold_wanted_ && !s.head_request_) {
+                // llhttp stops here and goes on with the body after llhttp_resume() (feed()).
+                s.holding_ = true;
+                return HPE_PAUSED;
+            }
         }
         // A response to HEAD has no body whatever its headers say (RFC 9110 §9.3.2), nor has a
         // 1xx (RFC 9112 §6.3 (1): it ends with its header section); 1 tells llhttp so. llhttp
@@ -196,6 +205,8 @@ void client_session::begin(bool head_request, client_response& out, response_sin
     phase_ = response_phase::idle;
     error_ = {};
     keep_alive_ = false;
+    hold_wanted_ = false;
+    holding_ = false;
     reset_message();
 }
 
@@ -240,7 +251,23 @@ void client_session::fail(client_errc e) noexcept {
     }
 }
 
+void client_session::release() noexcept {
+    if (!holding_) {
+        return;
+    }
+    holding_ = false;
+    llhttp_resume(&parser_);
+    // No bytes: llhttp runs the steps after the head that need none (Content-Length: 0, a 204
+    // ends), and stops where the body's first byte is wanted. HPE_PAUSED is then ours.
+    static constexpr char none[1] = {};
+    const llhttp_errno_t err = llhttp_execute(&parser_, none, 0);
+    if (err != HPE_OK && err != HPE_PAUSED) {
+        fail(client_errc::malformed_response);
+    }
+}
+
 std::size_t client_session::feed(std::string_view bytes) noexcept {
+    release();
     if (phase_ == response_phase::complete || phase_ == response_phase::failed || bytes.empty()) {
         return 0;
     }
@@ -264,14 +291,15 @@ std::size_t client_session::feed(std::string_view bytes) noexcept {
     }
     // Saturating: a streamed body may exceed max_bytes_, and `allowed` must not wrap.
     received_ = used > max_bytes_ - received_ ? max_bytes_ : received_ + used;
-    if (phase_ != response_phase::complete && phase_ != response_phase::failed && used < bytes.size() &&
-        bytes.size() > allowed) {
+    if (phase_ != response_phase::complete && phase_ != response_phase::failed && !holding_ &&
+        used < bytes.size() && bytes.size() > allowed) {
         fail(client_errc::response_too_large);
     }
     return used;
 }
 
 void client_session::finish() noexcept {
+    release();
     if (phase_ == response_phase::complete || phase_ == response_phase::failed) {
         return;
     }

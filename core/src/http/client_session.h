@@ -4,6 +4,7 @@
 //
 //   begin(head_request)          feed() ... (1xx responses are dropped: back to head)
 //   [idle] ----------> [head] ----------> [body] ----------> [complete]
+//                                           (hold_body(): feed() stops at the start of the body)
 //                         \                  \   finish() at end of stream (close-delimited body)
 //                          +------------------+---> [failed]: error() says malformed or too large
 //
@@ -56,8 +57,19 @@ public:
     void begin(bool head_request, client_response& out, response_sink* sink = nullptr) noexcept;
 
     /// Parses bytes; returns how many were consumed (it stops at the end of the response, so
-    /// bytes past it — which a well-behaved upstream never sends — stay with the caller).
+    /// bytes past it — which a well-behaved upstream never sends — stay with the caller). It
+    /// also stops right after a final head when the sink called hold_body() from inside
+    /// on_response_head; the next feed() goes on from there.
     std::size_t feed(std::string_view bytes) noexcept;
+    /// From inside the sink's on_response_head: stop the parse after this head, so that no byte
+    /// of the body is parsed (nor handed to the sink) before the next feed(). Not for a
+    /// response to HEAD, whose end comes with its head anyway.
+    void hold_body() noexcept { hold_wanted_ = true; }
+    /// feed() stopped after the head (hold_body()): the bytes it did not consume are the body.
+    bool holding() const noexcept { return holding_; }
+    /// Ends a hold: the parse goes on after the head, and what it does without a byte happens
+    /// now (a body of length 0 completes here). feed() and finish() do it themselves.
+    void release() noexcept;
     /// The upstream closed its side: a close-delimited body completes; anything else unfinished
     /// fails (the caller reports reset when no byte of the response arrived, else malformed).
     void finish() noexcept;
@@ -93,6 +105,8 @@ private:
     bool te_seen_ = false;
     bool te_chunked_last_ = false;
     bool te_other_ = false;
+    bool hold_wanted_ = false; // hold_body() was called in this on_response_head
+    bool holding_ = false;     // llhttp is paused after the head (HPE_PAUSED from on_headers_complete)
 };
 
 } // namespace sluice::http

@@ -62,6 +62,18 @@ TEST(upstream_address, http_defaults_to_port_80) {
     EXPECT_EQ(ntohs(reinterpret_cast<const sockaddr_in6&>(a->addr).sin6_port), 80);
 }
 
+TEST(upstream_address, a_default_port_written_out_is_left_out_of_the_host_header) {
+    // RFC 9110 §4.2.3: the scheme's default port and no port are the same authority; nginx's
+    // $proxy_host leaves it out too. Any other port stays.
+    EXPECT_EQ(resolve_address("http://127.0.0.1:80")->name, "127.0.0.1");
+    EXPECT_EQ(resolve_address("127.0.0.1:80")->name, "127.0.0.1"); // a bare address is http
+    EXPECT_EQ(resolve_address("https://127.0.0.1:443")->name, "127.0.0.1");
+    EXPECT_EQ(resolve_address("http://[::1]:80/")->name, "[::1]");
+    EXPECT_EQ(resolve_address("https://127.0.0.1:80")->name, "127.0.0.1:80");
+    EXPECT_EQ(resolve_address("http://127.0.0.1:443")->name, "127.0.0.1:443");
+    EXPECT_EQ(resolve_address("[::1]:8080")->name, "[::1]:8080");
+}
+
 TEST(upstream_address, malformed_urls_are_refused) {
     EXPECT_THROW(resolve_address("https://127.0.0.1/api"), std::invalid_argument); // a path
     EXPECT_THROW(resolve_address("ftp://127.0.0.1:21"), std::invalid_argument);

@@ -29,6 +29,21 @@ TEST(client_request_writer, post_body_gets_content_length_and_own_host_wins) {
     EXPECT_NE(out.find("Content-Length: 0\r\n"), std::string::npos);
 }
 
+TEST(client_request_writer, says_where_the_default_host_went_so_a_connection_can_aim_it) {
+    client_request r{.target = "/x", .headers = {{"X-Id", "7"}}};
+    std::string out = "kept:";
+    std::size_t at = 0;
+    ASSERT_FALSE(write_request_head(r, "10.0.0.5:8080", out, &at));
+    EXPECT_EQ(out.substr(at, 13), "10.0.0.5:8080");
+    EXPECT_EQ(out.substr(at + 13, 2), "\r\n");
+    // The request's own Host: nothing to aim.
+    r.headers.push_back({"Host", "svc.example"});
+    out.clear();
+    ASSERT_FALSE(write_request_head(r, "10.0.0.5:8080", out, &at));
+    EXPECT_EQ(at, std::string::npos);
+    EXPECT_EQ(out, "GET /x HTTP/1.1\r\nHost: svc.example\r\nX-Id: 7\r\n\r\n");
+}
+
 TEST(client_request_writer, borrowed_body_is_used) {
     const std::string incoming = "borrowed";
     client_request r{.method = "PUT", .target = "/x"};

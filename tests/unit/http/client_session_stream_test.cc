@@ -103,6 +103,98 @@ TEST_P(client_session_stream_test, a_1xx_response_has_no_body_whatever_its_frami
     EXPECT_TRUE(o.s.body.empty()) << o.s.body;
 }
 
+// A sink that asks, in every on_response_head, for the body to be held (a streamed call whose
+// body is paused when its head arrives).
+struct holding_sink final : response_sink {
+    client_session* session = nullptr;
+    int heads = 0;
+    std::string body;
+    void on_response_head(client_response&) noexcept override {
+        ++heads;
+        session->hold_body();
+    }
+    void on_response_body(std::string_view bytes) noexcept override { body.append(bytes); }
+};
+
+struct held_outcome {
+    bool held = false;
+    std::string body_at_hold; // what the sink had when feed() stopped
+    std::string body;
+    response_phase phase = response_phase::idle;
+    std::error_code error;
+    std::size_t consumed = 0;
+};
+
+// Feeds `wire` in pieces until the session holds the body, then releases it and feeds the rest
+// (what feed() did not take first); `eof`: the stream ends after the wire.
+held_outcome parse_held(std::string_view wire, std::size_t piece, std::size_t max, bool eof) {
+    client_session s(max);
+    client_response res;
+    holding_sink k;
+    k.session = &s;
+    s.begin(false, res, &k);
+    held_outcome o;
+    while (o.consumed < wire.size() && !s.holding()) {
+        const std::string_view p = wire.substr(o.consumed, piece);
+        const std::size_t n = s.feed(p);
+        o.consumed += n;
+        if (n < p.size() || s.phase() == response_phase::failed) {
+            break;
+        }
+    }
+    o.held = s.holding();
+    o.body_at_hold = k.body;
+    s.release();
+    while (o.consumed < wire.size() && s.phase() == response_phase::body) {
+        const std::size_t n = s.feed(wire.substr(o.consumed, piece));
+        if (n == 0) {
+            break;
+        }
+        o.consumed += n;
+    }
+    if (eof) {
+        s.finish();
+    }
+    o.body = k.body;
+    o.phase = s.phase();
+    o.error = s.error();
+    return o;
+}
+
+TEST_P(client_session_stream_test, a_held_body_is_parsed_only_after_the_hold_and_whole) {
+    struct wire_case {
+        std::string wire;
+        std::string body;
+        bool eof;
+    };
+    const wire_case cases[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "hello", false},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", "abcde",
+         false},
+        {"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end", "until the end", true},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "", false}, // ends at release()
+        {"HTTP/1.1 204 No Content\r\n\r\n", "", false},
+        {"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", "", true}, // ends at finish()
+    };
+    for (const auto& c : cases) {
+        const held_outcome o = parse_held(c.wire, GetParam(), 1000, c.eof);
+        EXPECT_TRUE(o.held) << c.wire;
+        EXPECT_EQ(o.body_at_hold, "") << c.wire;
+        EXPECT_EQ(o.phase, response_phase::complete) << c.wire << ": " << o.error.message();
+        EXPECT_EQ(o.body, c.body) << c.wire;
+        EXPECT_EQ(o.consumed, c.wire.size()) << c.wire;
+    }
+}
+
+TEST_P(client_session_stream_test, a_held_body_is_not_counted_against_max_response_bytes) {
+    const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n";
+    const std::string body(3000, 'b');
+    const held_outcome o = parse_held(head + body, GetParam(), head.size() + 10, false);
+    EXPECT_TRUE(o.held);
+    EXPECT_EQ(o.phase, response_phase::complete) << o.error.message();
+    EXPECT_EQ(o.body, body);
+}
+
 INSTANTIATE_TEST_SUITE_P(pieces, client_session_stream_test, ::testing::Values(std::size_t{1} << 20, 7, 1));
 
 } // namespace
