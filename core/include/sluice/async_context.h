@@ -98,7 +98,9 @@ public:
     /// The usual use: write a chunk, start_async(), on_drained([ctx] { ctx.resume(); }).
     bool on_drained(std::function<void()> fn);
 
-    /// Attributes: a thread-safe map, the channel for resume-style results.
+    /// Attributes: a thread-safe map, the channel for resume-style results. When the exchange
+    /// is released (after on_complete), its attributes and listeners are destroyed, so a value
+    /// that holds this context does not keep the state alive; a later set_attribute is dropped.
     void set_attribute(std::string name, std::any value);
     std::any attribute_any(std::string_view name) const;
     template <class T>
