@@ -268,9 +268,10 @@ void tls_driver::close(int fd, void* owner) noexcept {
     }
     // SSL_free drops a session whose connection it thinks ended badly (no close_notify sent)
     // from the session cache. The peer closing first (close_notify or a bare FIN, the usual end
-    // of keep-alive) is not bad (RFC 4346 dropped that rule), so such a session stays resumable
-    // by ID, as on nginx; after a TLS error or a reset OpenSSL's rule stands.
-    if (!s->handshaking && (!s->has_final || s->final == 0)) {
+    // of keep-alive; an upstream's bare FIN fails its call, but the session's secrets are not
+    // the worse for it) is not bad (RFC 4346 dropped that rule), so such a session stays
+    // resumable, as on nginx; after a TLS error or a reset OpenSSL's rule stands.
+    if (!s->handshaking && (!s->has_final || s->final == 0 || s->cut)) {
         SSL_set_shutdown(s->ssl, SSL_get_shutdown(s->ssl) | SSL_SENT_SHUTDOWN);
     }
     inner_->close(fd, tagged(s));
@@ -351,9 +352,7 @@ void tls_driver::on_inner(const io::completion& c) noexcept {
         if (c.result > 0 && !s.closing && !s.has_final) {
             on_cipher(s, c.data, static_cast<std::size_t>(c.result));
         } else if (c.result == 0 && !s.closing) {
-            // End of stream. Without a close_notify this is a truncation (RFC 8446 6.1); HTTP's
-            // own framing says whether a message was cut, so it ends the stream as a FIN does.
-            fail(s, 0);
+            on_inner_eof(s);
         } else if (c.result < 0 && c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN &&
                    c.result != -EINTR && !s.closing) {
             fail(s, c.result);
@@ -387,6 +386,36 @@ void tls_driver::on_inner(const io::completion& c) noexcept {
     case io::op::accept:
         break;
     }
+}
+
+// The inner driver's end of stream, or its word that the peer hung up while receiving was
+// paused (rule 6). A close_notify read before it has ended the stream cleanly already.
+void tls_driver::on_inner_eof(conn& s) noexcept {
+    if (s.has_final) {
+        return;
+    }
+    if (s.client == nullptr || s.handshaking) {
+        // A server's peer: a bare FIN after the last request is the usual end of keep-alive, and
+        // a request's framing never rests on the end of the stream (RFC 9112 6.3: without a
+        // length a request has no body), so a cut request is HTTP's error anyway. It ends the
+        // stream as a FIN does, and a paused owner hears it at once (a client gone while its
+        // request is suspended). A client's handshake: the connect fails.
+        fail(s, 0);
+        return;
+    }
+    // An upstream's response may end with the stream (RFC 9112 6.3, item 8), and a FIN carries no
+    // MAC: anyone on the path can send one and cut the body short, the truncation attack close_notify
+    // exists for (RFC 8446 6.1, RFC 5246 7.2.1; OpenSSL's own sockets say
+    // SSL_R_UNEXPECTED_EOF_WHILE_READING). So an end without close_notify is a reset: the call
+    // fails rather than take a cut body as whole. But this may be the hang-up report of a
+    // paused receive, with ciphertext (the close_notify, say) still unread before the FIN: the
+    // socket tells (a peek, once, at the end of the connection); those bytes are read first.
+    char next = 0;
+    if (::recv(s.fd, &next, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        return; // arm_inner_recv reads on, now or when the owner receives again
+    }
+    s.cut = true;
+    fail(s, -ECONNRESET);
 }
 
 void tls_driver::on_inner_connected(conn& s, std::int32_t result) noexcept {
@@ -708,7 +737,12 @@ void tls_driver::deliver(conn& s, std::vector<io::completion>& out) noexcept {
         const bool failed_connect = s.client != nullptr && s.handshaking;
         if (s.has_final && !s.final_reported && !failed_connect &&
             (s.plain_len == 0 || s.lent || !s.owner_recv)) {
-            out.push_back({s.owner, io::op::recv, false, s.final, io::no_buffer, nullptr});
+            // A cut (an upstream's end without close_notify) reaches a paused owner as the
+            // hang-up it is: plaintext may still wait here for it, and only after that, when it
+            // receives again, does the reset follow. Reported at once, it would fail a response
+            // that its framing had ended whole within those bytes.
+            const std::int32_t said = s.cut && !s.owner_recv ? 0 : s.final;
+            out.push_back({s.owner, io::op::recv, false, said, io::no_buffer, nullptr});
             s.final_reported = true;
             s.owner_recv = false;
         }
