@@ -27,6 +27,15 @@ constexpr std::size_t plain_buffer_bytes = plain_chunk * 2;
 // The most plaintext one owner send() encrypts: a 1 GiB response is not doubled in memory; the
 // owner sends the rest (rule 7: fewer bytes than asked).
 constexpr std::size_t max_plain_per_send = std::size_t{256} * 1024;
+// The most ciphertext beyond the owner's send's own that may wait for the peer while its bytes
+// are still read. Records read can make OpenSSL queue records of its own (a KeyUpdate with
+// update_requested is answered by a KeyUpdate, RFC 8446 4.6.3; alerts; tickets), so a peer
+// that sends and never reads grew the queue without bound. Above this, reading stops until the
+// queue drains, as a full send queue stops reading elsewhere: TCP then holds the peer back, and
+// the owner's timeouts end the connection. The owner's send is allowed for on top (its
+// ciphertext may wait whole, and a client must still read the early answer, a 413, of an
+// upstream that no longer reads its request body), and a handshake's flight fits below it.
+constexpr std::size_t max_answer_backlog = std::size_t{64} * 1024;
 constexpr std::size_t max_spares = 1024;
 
 // The inner driver's owner for a TLS descriptor: the state's address with the low bit set.
@@ -44,6 +53,16 @@ void* tagged(tls_driver::conn* s) noexcept {
 }
 tls_driver::conn* untagged(void* owner) noexcept {
     return reinterpret_cast<tls_driver::conn*>(reinterpret_cast<std::uintptr_t>(owner) & ~std::uintptr_t{1});
+}
+// Whether more ciphertext waits for the peer (queued, and the rest of the send in flight) than
+// the owner's send accounts for plus max_answer_backlog: then its bytes are not read.
+bool backlogged(const tls_driver::conn& s) noexcept {
+    const std::size_t waiting =
+        s.queued.size() + (s.sending.size() - std::min(s.sending_off, s.sending.size()));
+    // The owner's plaintext still (partly) unsent, with its records' overhead: 16 KiB records,
+    // at most ~330 bytes each (a CBC suite's IV, MAC and padding), and one or two iovecs.
+    const std::size_t owner = s.plain_encrypted > 0 ? s.plain_encrypted + s.plain_encrypted / 32 + 4096 : 0;
+    return waiting > owner + max_answer_backlog;
 }
 } // namespace
 
@@ -463,6 +482,12 @@ void tls_driver::on_cipher(conn& s, const char* data, std::size_t len) noexcept 
     s.bio.in = nullptr;
     s.bio.in_len = 0;
     flush(s);
+    if (s.inner_recv && backlogged(s)) {
+        // The peer does not read what these records made us queue: read no more of its bytes
+        // until it does (on_inner_sent re-arms). Completions the inner driver made already
+        // still come, one batch at most. A hang-up is still reported (rule 6).
+        inner_->pause_recv(s.fd, tagged(&s));
+    }
 }
 
 void tls_driver::probe_first_bytes(conn& s, const char* data, std::size_t len) noexcept {
@@ -657,9 +682,11 @@ void tls_driver::on_inner_sent(conn& s, std::int32_t result) noexcept {
         s.send_done = true;
         s.send_result = 0;
         touch(s);
+        arm_inner_recv(s); // the peer reads: perhaps no longer backlogged
         return;
     }
     flush(s);
+    arm_inner_recv(s);
 }
 
 void tls_driver::fail(conn& s, std::int32_t result) noexcept {
@@ -690,7 +717,7 @@ void tls_driver::fail_owner_send(conn& s, std::int32_t error) noexcept {
 }
 
 void tls_driver::arm_inner_recv(conn& s) noexcept {
-    const bool wanted = !s.closing && !s.has_final && (s.handshaking || s.owner_recv);
+    const bool wanted = !s.closing && !s.has_final && (s.handshaking || s.owner_recv) && !backlogged(s);
     if (!wanted || s.inner_recv) {
         return;
     }

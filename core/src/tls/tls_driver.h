@@ -14,6 +14,9 @@
 //       with the plaintext count once its ciphertext is all sent, or 0 after a partial inner
 //       send (the owner then sends the same bytes again, rule 7, and its write deadline acts;
 //       the bytes already encrypted are skipped)
+//   records OpenSSL makes while reading (KeyUpdate answers, alerts) join the same queue; while
+//       more than the owner's send plus 64 KiB of it waits, the inner recv is paused (the peer
+//       does not read: TCP holds it back) and re-armed as the queue drains
 //
 // Per descriptor:
 //
