@@ -672,6 +672,7 @@ void tls_driver::on_inner_sent(conn& s, std::int32_t result) noexcept {
         if (s.owner_send) {
             fail_owner_send(s, result);
         }
+        arm_inner_recv(s); // a read paused for the queue now sees the socket's end
         return;
     }
     s.sending_off += static_cast<std::size_t>(result);
