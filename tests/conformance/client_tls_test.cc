@@ -28,6 +28,23 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// How the scripted TLS upstream below ends its answer.
+enum class upstream_end { close_notify, bare_fin };
+
+// Reads one request and answers 200 with a body that has neither a Content-Length nor chunked
+// framing, so only the end of the stream ends it (RFC 9112 §6.3, item 8); then ends the stream
+// as `end` says and waits for the client to close.
+fake_upstream::script close_delimited_tls(std::string body, upstream_end end) {
+    return [body = std::move(body), end](upstream_conn& c) {
+        upstream_tls t(c);
+        if (!t.read_head() || !t.write("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + body)) {
+            return;
+        }
+        end == upstream_end::close_notify ? t.close_notify() : t.bare_fin();
+        (void)c.wait_closed(5s);
+    };
+}
+
 class client_tls_test : public backend_test {
 protected:
     /// A TLS upstream (epoll, one thread) with `certs`, answering GET /x with "secure".
@@ -274,6 +291,33 @@ TEST_P(client_tls_test, the_log_sink_never_runs_after_the_client_is_destroyed) {
     ASSERT_TRUE(r) << c.error();
     EXPECT_EQ(r->status, 502) << r->body;
     EXPECT_EQ(late->load(), 0) << "the client's log sink ran after ~client returned";
+}
+
+// Over TLS a FIN carries no MAC: anyone on the path can send one. A body that only the end of
+// the stream ends is whole only when close_notify authenticates the end (RFC 8446 §6.1, RFC 5246
+// §7.2.1); a bare FIN may have cut it (a truncation attack), so the call fails.
+TEST_P(client_tls_test, a_close_delimited_body_cut_by_a_bare_fin_is_an_error) {
+    fake_upstream up(close_delimited_tls("part of a body", upstream_end::bare_fin));
+    make_client("https://" + up.address(), trusting());
+    add_routes();
+    srv().start();
+    for (const char* style : {"/cb", "/co"}) {
+        const http_response r = call(style);
+        EXPECT_EQ(r.status, 502) << style << ": a body cut by a bare FIN was taken as whole: " << r.body;
+        EXPECT_EQ(r.body, error_text(client_errc::reset)) << style;
+    }
+}
+
+TEST_P(client_tls_test, a_close_delimited_body_ended_by_close_notify_is_whole) {
+    fake_upstream up(close_delimited_tls("a whole body", upstream_end::close_notify));
+    make_client("https://" + up.address(), trusting());
+    add_routes();
+    srv().start();
+    for (const char* style : {"/cb", "/co"}) {
+        const http_response r = call(style);
+        EXPECT_EQ(r.status, 200) << style << " " << r.body;
+        EXPECT_EQ(r.body, "a whole body") << style;
+    }
 }
 
 SLUICE_BACKEND_SUITE(client_tls_test);

@@ -22,6 +22,7 @@
 #include "support/fake_upstream.h"
 #include "support/open_fds.h"
 #include "support/paced_reader.h"
+#include "support/test_certs.h"
 #include "support/test_client.h"
 
 namespace sluice::test {
@@ -97,8 +98,7 @@ void serve_bytes(upstream_conn& c, std::size_t total, framing f, std::atomic<boo
 
 class gateway_stream_test : public backend_test {
 protected:
-    void start_gateway(const std::string& address) {
-        client_options o;
+    void start_gateway(const std::string& address, client_options o = {}) {
         o.max_response_bytes = std::size_t{1} << 20; // a buffering path would fail: the body is 64x that
         gw_ = std::make_unique<::gateway::gateway>(upstream({address}), o);
         for (auto& r : ::gateway::routes(*gw_)) {
@@ -276,6 +276,69 @@ TEST_P(gateway_stream_test, a_reader_leaving_mid_body_cancels_and_closes_the_ups
 }
 
 SLUICE_BACKEND_SUITE(gateway_stream_test);
+
+// An https upstream's close-delimited body (tls/tls_driver.h): whole when close_notify ends it,
+// cut downstream when a bare FIN does, since a FIN carries no MAC and may have cut it (RFC 8446
+// §6.1). The body fits in the socket buffers and the reader waits a second first: the relay has
+// paused the upstream when the FIN arrives, and what came before it (close_notify included) is
+// still unread, so the end is told apart only once those bytes are read.
+class gateway_tls_stream_test : public gateway_stream_test {
+protected:
+    static constexpr std::size_t total = std::size_t{2} << 20;
+
+    std::string relay_close_delimited(bool close_notify, bool& eof) {
+        fake_upstream up([close_notify](upstream_conn& c) {
+            upstream_tls t(c, 30s);
+            if (!t.read_head() || !t.write("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n")) {
+                return;
+            }
+            for (std::size_t off = 0; off < total; off += piece_bytes) {
+                if (!t.write(pattern_from(off, std::min(piece_bytes, total - off)))) {
+                    return;
+                }
+            }
+            close_notify ? t.close_notify() : t.bare_fin();
+            (void)c.wait_closed(30s);
+        });
+        client_options o;
+        o.tls.ca_file = shared_test_certs().cert_path();
+        start_gateway("https://" + up.address(), o);
+        test_client c(srv().port(), 60s);
+        EXPECT_TRUE(c.send(get_request("/api/async/bytes"))) << c.error();
+        return read_paced(
+            c, 60s,
+            // Whole at any length (a body cut short but framed as whole fails at once, not at the
+            // limit): the chunked body's last chunk, or a 502.
+            [](const std::string& got, std::size_t fresh) {
+                return got.find("\r\n0\r\n\r\n", fresh) != std::string::npos ||
+                       (got.starts_with("HTTP/1.1 502") &&
+                        parse_response(got, false).status == parse_status::complete);
+            },
+            eof, pacing{.first_pause = 1000ms});
+    }
+};
+
+TEST_P(gateway_tls_stream_test, a_close_delimited_body_ended_by_close_notify_reaches_a_pausing_reader_whole) {
+    bool eof = false;
+    const std::string raw = relay_close_delimited(true, eof);
+    const auto parsed = parse_response(raw, eof);
+    ASSERT_EQ(parsed.status, parse_status::complete) << raw.size() << " bytes: " << parsed.error;
+    ASSERT_EQ(parsed.response.body.size(), total);
+    EXPECT_EQ(parsed.response.body, pattern_from(0, total));
+}
+
+TEST_P(gateway_tls_stream_test, a_close_delimited_body_ended_by_a_bare_fin_is_cut_downstream) {
+    bool eof = false;
+    const std::string raw = relay_close_delimited(false, eof);
+    EXPECT_TRUE(eof);
+    // A 502 (the end came before the head went out) or a cut: never a whole 200.
+    const auto parsed = parse_response(raw, true);
+    EXPECT_TRUE(parsed.status != parse_status::complete || parsed.response.status == 502)
+        << "a body a bare FIN ended was relayed as whole (" << raw.size() << " bytes)";
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+}
+
+SLUICE_BACKEND_SUITE(gateway_tls_stream_test);
 
 } // namespace
 } // namespace sluice::test

@@ -2,6 +2,7 @@
 // open across the reload all answer afterwards; a new handshake gets the new certificate; a
 // bad new file is logged and the old certificate keeps serving.
 #include <gtest/gtest.h>
+#include <openssl/ssl.h>
 
 #include <atomic>
 #include <chrono>
@@ -140,6 +141,82 @@ TEST_P(tls_reload_test, reloads_while_handshakes_run_keep_every_connection_serve
     }
     done = true;
     reloader.join();
+}
+
+// A session (an id, or a ticket: the ticket keys outlive a reload) carries the client
+// certificate that was verified when it was made. After a reload that changes tls.client_ca, a
+// certificate of the removed CA must not get in by resuming such a session: its session id
+// context no longer matches (OpenSSL checks it for cached sessions and for tickets alike), so
+// the client does a full handshake, and the new CA refuses its certificate.
+TEST_P(tls_reload_test, a_reload_that_changes_client_ca_resumes_no_session_verified_under_the_old_ca) {
+    const test_certs ca_a{cert_spec{.common_name = "client CA A", .san = ""}};
+    const test_certs alice{cert_spec{.common_name = "alice", .san = "", .issuer = &ca_a, .ca = false}};
+    const test_certs ca_b{cert_spec{.common_name = "client CA B", .san = ""}};
+    const test_certs bob{cert_spec{.common_name = "bob", .san = "", .issuer = &ca_b, .ca = false}};
+    const std::string client_ca = old_.dir() + "/live-client-ca.pem";
+    std::filesystem::copy_file(ca_a.cert_path(), client_ca,
+                               std::filesystem::copy_options::overwrite_existing);
+    configure();
+    srv().config().tls.client_ca = client_ca;
+    srv().config().tls.verify_client = tls_verify_client::require;
+    srv().route("GET", "/", [](exchange& ex) { ex.response().text("hello"); });
+    srv().start();
+
+    const auto with = [](const test_certs& cert, int version, tls_session session = {}) {
+        return tls_probe_options{.session = std::move(session),
+                                 .version = version,
+                                 .client_cert = cert.cert_path(),
+                                 .client_key = cert.key_path()};
+    };
+    const std::vector<int> versions = {TLS1_2_VERSION, TLS1_3_VERSION};
+    std::vector<tls_session> sessions;
+    for (const int v : versions) {
+        const tls_probe_result first = tls_probe(srv().port(), with(alice, v));
+        ASSERT_TRUE(first.answered) << v << ": " << first.error;
+        // Before the reload a session resumes: the test can tell a resumption from a full handshake.
+        const tls_probe_result again = tls_probe(srv().port(), with(alice, v, first.session));
+        ASSERT_TRUE(again.answered) << v << ": " << again.error;
+        ASSERT_TRUE(again.reused) << v;
+        sessions.push_back(again.session);
+    }
+
+    std::filesystem::copy_file(ca_b.cert_path(), client_ca,
+                               std::filesystem::copy_options::overwrite_existing);
+    ASSERT_TRUE(srv().server().reload_tls());
+    for (std::size_t i = 0; i < versions.size(); ++i) {
+        const tls_probe_result after = tls_probe(srv().port(), with(alice, versions[i], sessions[i]));
+        EXPECT_FALSE(after.reused) << versions[i] << ": a session verified under the removed CA resumed";
+        EXPECT_FALSE(after.answered) << versions[i] << ": a certificate of the removed CA was served";
+        const tls_probe_result fresh = tls_probe(srv().port(), with(alice, versions[i]));
+        EXPECT_FALSE(fresh.answered) << versions[i] << ": the removed CA still verifies";
+        const tls_probe_result trusted = tls_probe(srv().port(), with(bob, versions[i]));
+        EXPECT_TRUE(trusted.answered) << versions[i] << ": " << trusted.error;
+    }
+}
+
+// The same files again (a reload with nothing changed, or a renewal of the server certificate
+// alone): what verification depends on is the same, so sessions go on resuming.
+TEST_P(tls_reload_test, a_reload_that_keeps_client_ca_keeps_sessions_resumable) {
+    const test_certs ca{cert_spec{.common_name = "client CA", .san = ""}};
+    const test_certs alice{cert_spec{.common_name = "alice", .san = "", .issuer = &ca, .ca = false}};
+    configure();
+    srv().config().tls.client_ca = ca.cert_path();
+    srv().config().tls.verify_client = tls_verify_client::require;
+    srv().route("GET", "/", [](exchange& ex) { ex.response().text("hello"); });
+    srv().start();
+    for (const int v : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+        const tls_probe_options o{
+            .version = v, .client_cert = alice.cert_path(), .client_key = alice.key_path()};
+        const tls_probe_result first = tls_probe(srv().port(), o);
+        ASSERT_TRUE(first.answered) << v << ": " << first.error;
+        install(new_);
+        ASSERT_TRUE(srv().server().reload_tls());
+        tls_probe_options again = o;
+        again.session = first.session;
+        const tls_probe_result r = tls_probe(srv().port(), again);
+        EXPECT_TRUE(r.answered) << v << ": " << r.error;
+        EXPECT_TRUE(r.reused) << v << ": a reload that changed nothing verification uses ended resumption";
+    }
 }
 
 SLUICE_TLS_BACKEND_SUITE(tls_reload_test);

@@ -2,11 +2,13 @@
 // pieces, hostile or confused peers (plaintext to the TLS port, garbage, a client that stops
 // mid-handshake), close_notify, renegotiation; each ends in a clean close, never a crash,
 // a hang or a leaked descriptor.
+#include <openssl/bio.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <string>
 #include <thread>
 #include <vector>
@@ -282,6 +284,88 @@ TEST_P(tls_test, a_slow_reader_of_a_large_response_gets_it_whole) {
     EXPECT_EQ(got.size() - head_end - 4, body_bytes)
         << "the response was cut after " << got.size() << " bytes, in "
         << std::chrono::duration_cast<milliseconds>(test_clock::now() - start).count() << " ms";
+}
+
+TEST_P(tls_test, a_peer_flooding_key_updates_without_reading_is_held_back_then_cut_at_its_timeout) {
+    // Each KeyUpdate(update_requested) makes OpenSSL queue a KeyUpdate of our own for the peer
+    // (RFC 8446 4.6.3). A peer that sends them without reading made that queue grow without
+    // bound while the server kept reading. Now the server stops reading while more than a
+    // bounded amount of ciphertext waits for the peer, as a full send queue stops reading
+    // elsewhere: TCP flow control holds the peer, and what the server took in (and so queued)
+    // stays bounded until the connection's own timeout ends it.
+    srv().config().limits.header_timeout_ms = 8000; // no request ever comes: this clock ends it
+    srv().config().limits.idle_timeout_ms = 8000;
+    start_hello();
+    const auto start = test_clock::now();
+    // Ethernet-sized segments and a small receive buffer keep the server's send buffer small
+    // (on loopback's 64 KiB segments the kernel autotunes it to megabytes, which hid the
+    // queue); a small send buffer here (set after the connect: it also stops autotuning)
+    // keeps the count below what the server took in, not what waits on this side.
+    test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
+                  {.rcvbuf = 4096, .mss = 1460});
+    ASSERT_TRUE(c.connected()) << c.error();
+    const int sndbuf = 16 * 1024;
+    ASSERT_EQ(::setsockopt(c.fd(), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf), 0);
+    SSL* ssl = c.tls()->native();
+    ASSERT_EQ(SSL_version(ssl), TLS1_3_VERSION);
+    // The records are made in memory and written in batches (full segments: one record per
+    // segment would leave the kernel's buffers mostly overhead, and the server reading them
+    // one by one), through the socket's non-blocking send. SSL_set_fd gave the SSL two
+    // references on the socket BIO: this drops the write side's, reads stay on the socket.
+    BIO* out = BIO_new(BIO_s_mem());
+    ASSERT_NE(out, nullptr);
+    SSL_set0_wbio(ssl, out);
+    // A KeyUpdate record is 27 bytes. 5 MB of them is far more than the bound and the socket
+    // buffers together, and what the server would queue for a peer that reads nothing.
+    // Before the bound the server took all of it in and never held back.
+    constexpr std::size_t max_bytes = std::size_t{5} << 20;
+    constexpr std::size_t batch = 600; // ~16 KiB
+    constexpr milliseconds stall(1000);
+    std::size_t sent = 0; // bytes
+    bool held = false;
+    std::string failure;
+    std::string pending;
+    while (!held && failure.empty() && sent < max_bytes && test_clock::now() - start < milliseconds(6500)) {
+        for (std::size_t i = 0; i < batch && failure.empty(); ++i) {
+            // SSL_do_handshake writes the KeyUpdate into `out` (a memory BIO never blocks).
+            if (SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED) != 1 || SSL_do_handshake(ssl) != 1) {
+                failure = "no KeyUpdate made after " + std::to_string(sent) + " bytes";
+            }
+        }
+        char* data = nullptr;
+        const long made = BIO_get_mem_data(out, &data);
+        pending.assign(data, static_cast<std::size_t>(made));
+        (void)BIO_reset(out);
+        for (std::size_t off = 0; off < pending.size() && !held && failure.empty();) {
+            const ssize_t n =
+                ::send(c.fd(), pending.data() + off, pending.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0) {
+                off += static_cast<std::size_t>(n);
+                sent += static_cast<std::size_t>(n);
+            } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                pollfd p{c.fd(), POLLOUT, 0};
+                held = ::poll(&p, 1, static_cast<int>(stall.count())) == 0; // a second without a read
+            } else if (n < 0 && errno != EINTR) {
+                failure = "the connection ended while flooding, after " + std::to_string(sent) + " bytes";
+            }
+        }
+    }
+    RecordProperty("bytes_taken_in", std::to_string(sent));
+    EXPECT_TRUE(failure.empty()) << failure;
+    ASSERT_TRUE(held) << "the server kept reading KeyUpdates from a peer that reads nothing: " << sent
+                      << " bytes (" << sent / 27 << ") taken in "
+                      << std::chrono::duration_cast<milliseconds>(test_clock::now() - start).count() << " ms";
+    // The bound (64 KiB of answers: ~2,400 KeyUpdates) and the socket buffers between.
+    EXPECT_LT(sent, std::size_t{1} << 20) << "held back only after " << sent << " bytes";
+    // The connection's own timeout ends it (no crash, no hang), and the server goes on.
+    EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }, std::chrono::seconds(15)))
+        << srv().stats().connections_open << " connections still open";
+    EXPECT_GE(test_clock::now() - start, milliseconds(7500));
+    test_client again(srv().port());
+    ASSERT_TRUE(again.send(get_request("/")));
+    auto r = again.read_response();
+    ASSERT_TRUE(r) << again.error();
+    EXPECT_EQ(r->body, "hello");
 }
 
 SLUICE_TLS_BACKEND_SUITE(tls_test);

@@ -3,14 +3,19 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
+
+#include "support/test_certs.h"
 
 namespace sluice::test {
 
@@ -91,6 +96,67 @@ void upstream_conn::reset() noexcept {
     linger l{1, 0};
     (void)::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
     ::shutdown(fd_, SHUT_RDWR);
+}
+
+upstream_tls::upstream_tls(upstream_conn& c, std::chrono::seconds timeout) : conn_(c) {
+    const timeval tv{static_cast<time_t>(timeout.count()), 0};
+    (void)::setsockopt(c.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    (void)::setsockopt(c.fd(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    ctx_ = SSL_CTX_new(TLS_server_method());
+    if (ctx_ == nullptr ||
+        SSL_CTX_use_certificate_chain_file(ctx_, shared_test_certs().cert_path().c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx_, shared_test_certs().key_path().c_str(), SSL_FILETYPE_PEM) != 1) {
+        return;
+    }
+    ssl_ = SSL_new(ctx_);
+    if (ssl_ != nullptr && (SSL_set_fd(ssl_, c.fd()) != 1 || SSL_accept(ssl_) != 1)) {
+        SSL_free(ssl_);
+        ssl_ = nullptr;
+    }
+}
+
+upstream_tls::~upstream_tls() {
+    SSL_free(ssl_);
+    SSL_CTX_free(ctx_);
+}
+
+std::optional<std::string> upstream_tls::read_head() {
+    if (ssl_ == nullptr) {
+        return std::nullopt;
+    }
+    std::string head;
+    char buf[4096];
+    while (head.find("\r\n\r\n") == std::string::npos) {
+        const int n = SSL_read(ssl_, buf, sizeof buf);
+        if (n <= 0) {
+            return std::nullopt;
+        }
+        head.append(buf, static_cast<std::size_t>(n));
+    }
+    return head;
+}
+
+bool upstream_tls::write(std::string_view bytes) {
+    while (ssl_ != nullptr && !bytes.empty()) {
+        const int n =
+            SSL_write(ssl_, bytes.data(), static_cast<int>(std::min<std::size_t>(bytes.size(), 1 << 20)));
+        if (n <= 0) {
+            return false;
+        }
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return ssl_ != nullptr;
+}
+
+void upstream_tls::close_notify() noexcept {
+    if (ssl_ != nullptr) {
+        (void)SSL_shutdown(ssl_);
+    }
+    ::shutdown(conn_.fd(), SHUT_WR);
+}
+
+void upstream_tls::bare_fin() noexcept {
+    ::shutdown(conn_.fd(), SHUT_WR);
 }
 
 fake_upstream::fake_upstream(script s, int backlog) : script_(std::move(s)) {

@@ -21,6 +21,9 @@
 
 #include "support/deadline.h"
 
+struct ssl_ctx_st;
+struct ssl_st;
+
 namespace sluice::test {
 
 /// One accepted connection, as the script sees it.
@@ -43,6 +46,38 @@ public:
 private:
     int fd_;
     std::string in_;
+};
+
+/// The server side of TLS on a script's socket, for an https upstream: blocking OpenSSL with
+/// the run's certificate (shared_test_certs()), every step bounded by a socket timeout.
+///
+///   fake_upstream up([](upstream_conn& c) {
+///       upstream_tls t(c);
+///       if (t.read_head()) { t.write("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nbody"); t.close_notify();
+///       }
+///   });
+class upstream_tls {
+public:
+    /// Handshakes; ok() says whether it worked. `timeout` bounds each later step.
+    explicit upstream_tls(upstream_conn& c, std::chrono::seconds timeout = std::chrono::seconds(5));
+    ~upstream_tls();
+    upstream_tls(const upstream_tls&) = delete;
+    upstream_tls& operator=(const upstream_tls&) = delete;
+
+    bool ok() const noexcept { return ssl_ != nullptr; }
+    /// Reads up to the end of a request head (a GET); nullopt at EOF, error or timeout.
+    std::optional<std::string> read_head();
+    bool write(std::string_view bytes);
+    /// Ends the stream as a TLS peer should: close_notify, then FIN.
+    void close_notify() noexcept;
+    /// Ends it with a FIN alone (shutdown(2) on the socket, no close_notify): what anyone on the
+    /// path can forge, and what a truncation attack looks like.
+    void bare_fin() noexcept;
+
+private:
+    upstream_conn& conn_;
+    ssl_ctx_st* ctx_ = nullptr;
+    ssl_st* ssl_ = nullptr;
 };
 
 class fake_upstream {

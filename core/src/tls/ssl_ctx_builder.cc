@@ -1,14 +1,20 @@
 #include "tls/ssl_ctx_builder.h"
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <tuple>
 
 #include <sluice/error.h>
 
@@ -113,17 +119,58 @@ void load_certificate(ssl_ctx_st* ctx, const certificate_files& files) {
 namespace {
 
 // Client certificates: the CAs in tls.client_ca both verify the client's chain and are named in
-// the CertificateRequest, so a client with several certificates offers the right one.
-void load_client_ca(SSL_CTX* ctx, const tls_config& cfg) {
+// the CertificateRequest, so a client with several certificates offers the right one. They come
+// from the bytes read_client_verification() read (what SSL_CTX_load_verify_locations and
+// SSL_load_client_CA_file would read from the file: certificates and CRLs, names once each), so
+// that the CAs and the session id context made from those bytes cannot disagree.
+void load_client_ca(SSL_CTX* ctx, const tls_config& cfg, const client_verification& v) {
     if (cfg.verify_client == tls_verify_client::off) {
         return;
     }
-    check_readable("tls.client_ca", cfg.client_ca);
-    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(cfg.client_ca.c_str());
-    if (names == nullptr || SSL_CTX_load_verify_locations(ctx, cfg.client_ca.c_str(), nullptr) != 1) {
+    const auto no_ca = [&] {
+        return startup_error("tls.client_ca",
+                             "'" + cfg.client_ca + "' holds no PEM CA certificate: " + openssl_error());
+    };
+    std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+        BIO_new_mem_buf(v.ca_pem.data(), static_cast<int>(v.ca_pem.size())), &BIO_free);
+    if (bio == nullptr || v.ca_pem.size() > static_cast<std::size_t>(INT_MAX)) {
+        throw no_ca();
+    }
+    STACK_OF(X509_INFO)* read = PEM_X509_INFO_read_bio(bio.get(), nullptr, nullptr, nullptr);
+    const auto free_infos = [](STACK_OF(X509_INFO) * infos) { sk_X509_INFO_pop_free(infos, X509_INFO_free); };
+    std::unique_ptr<STACK_OF(X509_INFO), decltype(free_infos)> infos(read, free_infos);
+    STACK_OF(X509_NAME)* names = sk_X509_NAME_new_null();
+    if (infos == nullptr || names == nullptr) {
+        sk_X509_NAME_free(names);
+        throw no_ca();
+    }
+    X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+    bool ok = true;
+    for (int i = 0; ok && i < sk_X509_INFO_num(infos.get()); ++i) {
+        const X509_INFO* info = sk_X509_INFO_value(infos.get(), i);
+        if (info->crl != nullptr) {
+            ok = X509_STORE_add_crl(store, info->crl) == 1;
+        }
+        if (info->x509 == nullptr || !ok) {
+            continue;
+        }
+        ok = X509_STORE_add_cert(store, info->x509) == 1;
+        const X509_NAME* name = X509_get_subject_name(info->x509);
+        bool known = false;
+        for (int j = 0; !known && j < sk_X509_NAME_num(names); ++j) {
+            known = X509_NAME_cmp(sk_X509_NAME_value(names, j), name) == 0;
+        }
+        if (ok && !known) {
+            X509_NAME* copy = X509_NAME_dup(name);
+            ok = copy != nullptr && sk_X509_NAME_push(names, copy) > 0;
+            if (!ok) {
+                X509_NAME_free(copy);
+            }
+        }
+    }
+    if (!ok || sk_X509_NAME_num(names) == 0) {
         sk_X509_NAME_pop_free(names, X509_NAME_free);
-        throw startup_error("tls.client_ca",
-                            "'" + cfg.client_ca + "' holds no PEM CA certificate: " + openssl_error());
+        throw no_ca();
     }
     SSL_CTX_set_client_CA_list(ctx, names); // takes ownership
     int mode = SSL_VERIFY_PEER;
@@ -135,9 +182,50 @@ void load_client_ca(SSL_CTX* ctx, const tls_config& cfg) {
     SSL_CTX_set_verify(ctx, mode, nullptr);
 }
 
+std::string read_file(const char* key, const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+        throw startup_error(key, "cannot open '" + path + "': " + std::generic_category().message(errno));
+    }
+    std::string out;
+    char buf[16384];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+        out.append(buf, n);
+    }
+    const bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    if (failed) {
+        throw startup_error(key, "cannot read '" + path + "'");
+    }
+    return out;
+}
+
 } // namespace
 
-ssl_ctx_st* make_server_ssl_ctx(const tls_config& cfg, const certificate_files& files) {
+client_verification read_client_verification(const tls_config& cfg) {
+    client_verification v;
+    if (cfg.verify_client != tls_verify_client::off) {
+        v.ca_pem = read_file("tls.client_ca", cfg.client_ca);
+    }
+    // A label (so the value means nothing elsewhere), the mode, then the CAs' bytes.
+    static constexpr std::string_view label = "sluice session id context 1";
+    const auto mode = static_cast<unsigned char>(cfg.verify_client);
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> md(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+    unsigned int len = 0;
+    if (md == nullptr || EVP_DigestInit_ex(md.get(), EVP_sha256(), nullptr) != 1 ||
+        EVP_DigestUpdate(md.get(), label.data(), label.size() + 1) != 1 ||
+        EVP_DigestUpdate(md.get(), &mode, 1) != 1 ||
+        EVP_DigestUpdate(md.get(), v.ca_pem.data(), v.ca_pem.size()) != 1 ||
+        EVP_DigestFinal_ex(md.get(), v.session_id_context.data(), &len) != 1 ||
+        len != v.session_id_context.size()) {
+        throw startup_error("tls.client_ca", "cannot hash the client CAs: " + openssl_error());
+    }
+    return v;
+}
+
+ssl_ctx_st* make_server_ssl_ctx(const tls_config& cfg, const certificate_files& files,
+                                const client_verification& verification) {
     ERR_clear_error();
     SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == nullptr) {
@@ -154,8 +242,14 @@ ssl_ctx_st* make_server_ssl_ctx(const tls_config& cfg, const certificate_files& 
         SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
         SSL_CTX_set_default_passwd_cb(ctx, no_password);
         SSL_CTX_set_alpn_select_cb(ctx, select_alpn, nullptr);
-        static constexpr unsigned char session_id_context[] = "sluice";
-        SSL_CTX_set_session_id_context(ctx, session_id_context, sizeof session_id_context - 1);
+        // Derived from what verifying a client rests on (client_verification): a session made
+        // under other CAs or another verify mode does not resume here, ticket or cached alike.
+        static_assert(std::tuple_size_v<decltype(verification.session_id_context)> <= SSL_MAX_SID_CTX_LENGTH);
+        if (SSL_CTX_set_session_id_context(
+                ctx, verification.session_id_context.data(),
+                static_cast<unsigned int>(verification.session_id_context.size())) != 1) {
+            throw startup_error(files.cert_key, "cannot set the session id context: " + openssl_error());
+        }
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
 
         const std::string& ciphers = cfg.ciphers.empty() ? std::string(default_ciphers) : cfg.ciphers;
@@ -168,7 +262,7 @@ ssl_ctx_st* make_server_ssl_ctx(const tls_config& cfg, const certificate_files& 
         }
 
         load_certificate(ctx, files);
-        load_client_ca(ctx, cfg);
+        load_client_ca(ctx, cfg, verification);
     } catch (...) {
         SSL_CTX_free(ctx);
         throw;

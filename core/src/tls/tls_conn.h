@@ -58,6 +58,7 @@ struct tls_driver::conn {
     bool has_final = false; ///< receiving ended: final is 0 (end of stream) or -errno
     bool final_reported = false;
     std::int32_t final = 0;
+    bool cut = false; ///< a client's stream ended without close_notify: final is -ECONNRESET
     bool touched = false;
     bool has_deadline = false;
 

@@ -136,14 +136,18 @@ tls_context::tls_context(const tls_config& cfg, std::chrono::seconds ticket_rota
 tls_context::~tls_context() = default;
 
 std::shared_ptr<SSL_CTX> tls_context::build() const {
-    std::shared_ptr<SSL_CTX> def = owned(make_server_ssl_ctx(cfg_, certificate_files{cfg_.cert, cfg_.key}));
+    // tls.client_ca read once for the whole set: every context verifies against the same CAs
+    // and carries the session id context made from them (ssl_ctx_builder.h).
+    const client_verification verification = read_client_verification(cfg_);
+    std::shared_ptr<SSL_CTX> def =
+        owned(make_server_ssl_ctx(cfg_, certificate_files{cfg_.cert, cfg_.key}, verification));
     auto extras = std::make_unique<ctx_extras>();
     extras->tickets = tickets_;
     for (std::size_t i = 0; i < cfg_.sni.size(); ++i) {
         const tls_sni_config& e = cfg_.sni[i];
         const std::string at = "tls.sni[" + std::to_string(i) + "]";
         std::shared_ptr<SSL_CTX> ctx =
-            owned(make_server_ssl_ctx(cfg_, {e.cert, e.key, at + ".cert", at + ".key"}));
+            owned(make_server_ssl_ctx(cfg_, {e.cert, e.key, at + ".cert", at + ".key"}, verification));
         auto sni_extras = std::make_unique<ctx_extras>();
         sni_extras->tickets = tickets_;
         attach_extras(ctx.get(), std::move(sni_extras));

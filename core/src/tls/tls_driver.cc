@@ -27,6 +27,15 @@ constexpr std::size_t plain_buffer_bytes = plain_chunk * 2;
 // The most plaintext one owner send() encrypts: a 1 GiB response is not doubled in memory; the
 // owner sends the rest (rule 7: fewer bytes than asked).
 constexpr std::size_t max_plain_per_send = std::size_t{256} * 1024;
+// The most ciphertext beyond the owner's send's own that may wait for the peer while its bytes
+// are still read. Records read can make OpenSSL queue records of its own (a KeyUpdate with
+// update_requested is answered by a KeyUpdate, RFC 8446 4.6.3; alerts; tickets), so a peer
+// that sends and never reads grew the queue without bound. Above this, reading stops until the
+// queue drains, as a full send queue stops reading elsewhere: TCP then holds the peer back, and
+// the owner's timeouts end the connection. The owner's send is allowed for on top (its
+// ciphertext may wait whole, and a client must still read the early answer, a 413, of an
+// upstream that no longer reads its request body), and a handshake's flight fits below it.
+constexpr std::size_t max_answer_backlog = std::size_t{64} * 1024;
 constexpr std::size_t max_spares = 1024;
 
 // The inner driver's owner for a TLS descriptor: the state's address with the low bit set.
@@ -44,6 +53,16 @@ void* tagged(tls_driver::conn* s) noexcept {
 }
 tls_driver::conn* untagged(void* owner) noexcept {
     return reinterpret_cast<tls_driver::conn*>(reinterpret_cast<std::uintptr_t>(owner) & ~std::uintptr_t{1});
+}
+// Whether more ciphertext waits for the peer (queued, and the rest of the send in flight) than
+// the owner's send accounts for plus max_answer_backlog: then its bytes are not read.
+bool backlogged(const tls_driver::conn& s) noexcept {
+    const std::size_t waiting =
+        s.queued.size() + (s.sending.size() - std::min(s.sending_off, s.sending.size()));
+    // The owner's plaintext still (partly) unsent, with its records' overhead: 16 KiB records,
+    // at most ~330 bytes each (a CBC suite's IV, MAC and padding), and one or two iovecs.
+    const std::size_t owner = s.plain_encrypted > 0 ? s.plain_encrypted + s.plain_encrypted / 32 + 4096 : 0;
+    return waiting > owner + max_answer_backlog;
 }
 } // namespace
 
@@ -268,9 +287,10 @@ void tls_driver::close(int fd, void* owner) noexcept {
     }
     // SSL_free drops a session whose connection it thinks ended badly (no close_notify sent)
     // from the session cache. The peer closing first (close_notify or a bare FIN, the usual end
-    // of keep-alive) is not bad (RFC 4346 dropped that rule), so such a session stays resumable
-    // by ID, as on nginx; after a TLS error or a reset OpenSSL's rule stands.
-    if (!s->handshaking && (!s->has_final || s->final == 0)) {
+    // of keep-alive; an upstream's bare FIN fails its call, but the session's secrets are not
+    // the worse for it) is not bad (RFC 4346 dropped that rule), so such a session stays
+    // resumable, as on nginx; after a TLS error or a reset OpenSSL's rule stands.
+    if (!s->handshaking && (!s->has_final || s->final == 0 || s->cut)) {
         SSL_set_shutdown(s->ssl, SSL_get_shutdown(s->ssl) | SSL_SENT_SHUTDOWN);
     }
     inner_->close(fd, tagged(s));
@@ -351,9 +371,7 @@ void tls_driver::on_inner(const io::completion& c) noexcept {
         if (c.result > 0 && !s.closing && !s.has_final) {
             on_cipher(s, c.data, static_cast<std::size_t>(c.result));
         } else if (c.result == 0 && !s.closing) {
-            // End of stream. Without a close_notify this is a truncation (RFC 8446 6.1); HTTP's
-            // own framing says whether a message was cut, so it ends the stream as a FIN does.
-            fail(s, 0);
+            on_inner_eof(s);
         } else if (c.result < 0 && c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN &&
                    c.result != -EINTR && !s.closing) {
             fail(s, c.result);
@@ -387,6 +405,36 @@ void tls_driver::on_inner(const io::completion& c) noexcept {
     case io::op::accept:
         break;
     }
+}
+
+// The inner driver's end of stream, or its word that the peer hung up while receiving was
+// paused (rule 6). A close_notify read before it has ended the stream cleanly already.
+void tls_driver::on_inner_eof(conn& s) noexcept {
+    if (s.has_final) {
+        return;
+    }
+    if (s.client == nullptr || s.handshaking) {
+        // A server's peer: a bare FIN after the last request is the usual end of keep-alive, and
+        // a request's framing never rests on the end of the stream (RFC 9112 6.3: without a
+        // length a request has no body), so a cut request is HTTP's error anyway. It ends the
+        // stream as a FIN does, and a paused owner hears it at once (a client gone while its
+        // request is suspended). A client's handshake: the connect fails.
+        fail(s, 0);
+        return;
+    }
+    // An upstream's response may end with the stream (RFC 9112 6.3, item 8), and a FIN carries no
+    // MAC: anyone on the path can send one and cut the body short, the truncation attack close_notify
+    // exists for (RFC 8446 6.1, RFC 5246 7.2.1; OpenSSL's own sockets say
+    // SSL_R_UNEXPECTED_EOF_WHILE_READING). So an end without close_notify is a reset: the call
+    // fails rather than take a cut body as whole. But this may be the hang-up report of a
+    // paused receive, with ciphertext (the close_notify, say) still unread before the FIN: the
+    // socket tells (a peek, once, at the end of the connection); those bytes are read first.
+    char next = 0;
+    if (::recv(s.fd, &next, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        return; // arm_inner_recv reads on, now or when the owner receives again
+    }
+    s.cut = true;
+    fail(s, -ECONNRESET);
 }
 
 void tls_driver::on_inner_connected(conn& s, std::int32_t result) noexcept {
@@ -434,6 +482,12 @@ void tls_driver::on_cipher(conn& s, const char* data, std::size_t len) noexcept 
     s.bio.in = nullptr;
     s.bio.in_len = 0;
     flush(s);
+    if (s.inner_recv && backlogged(s)) {
+        // The peer does not read what these records made us queue: read no more of its bytes
+        // until it does (on_inner_sent re-arms). Completions the inner driver made already
+        // still come, one batch at most. A hang-up is still reported (rule 6).
+        inner_->pause_recv(s.fd, tagged(&s));
+    }
 }
 
 void tls_driver::probe_first_bytes(conn& s, const char* data, std::size_t len) noexcept {
@@ -618,6 +672,7 @@ void tls_driver::on_inner_sent(conn& s, std::int32_t result) noexcept {
         if (s.owner_send) {
             fail_owner_send(s, result);
         }
+        arm_inner_recv(s); // a read paused for the queue now sees the socket's end
         return;
     }
     s.sending_off += static_cast<std::size_t>(result);
@@ -628,9 +683,11 @@ void tls_driver::on_inner_sent(conn& s, std::int32_t result) noexcept {
         s.send_done = true;
         s.send_result = 0;
         touch(s);
+        arm_inner_recv(s); // the peer reads: perhaps no longer backlogged
         return;
     }
     flush(s);
+    arm_inner_recv(s);
 }
 
 void tls_driver::fail(conn& s, std::int32_t result) noexcept {
@@ -661,7 +718,7 @@ void tls_driver::fail_owner_send(conn& s, std::int32_t error) noexcept {
 }
 
 void tls_driver::arm_inner_recv(conn& s) noexcept {
-    const bool wanted = !s.closing && !s.has_final && (s.handshaking || s.owner_recv);
+    const bool wanted = !s.closing && !s.has_final && (s.handshaking || s.owner_recv) && !backlogged(s);
     if (!wanted || s.inner_recv) {
         return;
     }
@@ -708,7 +765,12 @@ void tls_driver::deliver(conn& s, std::vector<io::completion>& out) noexcept {
         const bool failed_connect = s.client != nullptr && s.handshaking;
         if (s.has_final && !s.final_reported && !failed_connect &&
             (s.plain_len == 0 || s.lent || !s.owner_recv)) {
-            out.push_back({s.owner, io::op::recv, false, s.final, io::no_buffer, nullptr});
+            // A cut (an upstream's end without close_notify) reaches a paused owner as the
+            // hang-up it is: plaintext may still wait here for it, and only after that, when it
+            // receives again, does the reset follow. Reported at once, it would fail a response
+            // that its framing had ended whole within those bytes.
+            const std::int32_t said = s.cut && !s.owner_recv ? 0 : s.final;
+            out.push_back({s.owner, io::op::recv, false, said, io::no_buffer, nullptr});
             s.final_reported = true;
             s.owner_recv = false;
         }

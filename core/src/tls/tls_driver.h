@@ -14,6 +14,9 @@
 //       with the plaintext count once its ciphertext is all sent, or 0 after a partial inner
 //       send (the owner then sends the same bytes again, rule 7, and its write deadline acts;
 //       the bytes already encrypted are skipped)
+//   records OpenSSL makes while reading (KeyUpdate answers, alerts) join the same queue; while
+//       more than the owner's send plus 64 KiB of it waits, the inner recv is paused (the peer
+//       does not read: TCP holds it back) and re-armed as the queue drains
 //
 // Per descriptor:
 //
@@ -34,7 +37,10 @@
 // and reports the owner's op::connect only when the handshake ends: 0, -EKEYREJECTED (the
 // certificate failed verification) or -EPROTO (any other failure, the peer's EOF included).
 // So the owner's connect timeout bounds the handshake too, and the client's connection code
-// is the same for http and https.
+// is the same for http and https. After the handshake a client's stream that ends without
+// close_notify ends with -ECONNRESET, not 0: a FIN is unauthenticated, and a response body
+// that ends with the stream would be taken whole though cut (RFC 8446 6.1). A server's ends
+// with 0 either way (a request's framing never rests on the end of the stream).
 //
 //   adopt_client ──connect──> tcp ──(inner op::connect 0: ClientHello)──> handshaking
 //        ──(done)──> op::connect 0 to the owner ──> open (as above)
@@ -105,6 +111,7 @@ private:
     void on_inner_connected(conn& s, std::int32_t result) noexcept;
     void report_connect(conn& s, std::int32_t result) noexcept;
     void on_inner(const io::completion& c) noexcept;
+    void on_inner_eof(conn& s) noexcept;
     void on_cipher(conn& s, const char* data, std::size_t len) noexcept;
     void probe_first_bytes(conn& s, const char* data, std::size_t len) noexcept;
     void handshake(conn& s) noexcept;
