@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 
 #include <sluice/exchange.h>
 
@@ -24,13 +25,21 @@ using std::chrono::milliseconds;
 
 class async_listener_cycle_test : public backend_test {
 protected:
-    /// What every listener captures beside its context: gone once the listeners are.
+    /// What every listener captures beside its context: gone once the listeners are. Made on
+    /// the server's thread, looked at on the test's: the mutex orders the two.
+    std::mutex mu_;
     std::weak_ptr<int> sentinel_;
 
     std::shared_ptr<int> make_sentinel() {
         auto s = std::make_shared<int>(0);
+        std::lock_guard lock(mu_);
         sentinel_ = s;
         return s;
+    }
+
+    bool sentinel_gone() {
+        std::lock_guard lock(mu_);
+        return sentinel_.expired();
     }
 
     void expect_released(const char* path) {
@@ -41,7 +50,7 @@ protected:
         ASSERT_TRUE(r) << c.error();
         EXPECT_EQ(r->status, 200);
         EXPECT_TRUE(srv().wait_exchanges_freed()) << "exchanges_live = " << srv().stats().exchanges_live;
-        EXPECT_TRUE(wait_until([&] { return sentinel_.expired(); }))
+        EXPECT_TRUE(wait_until([&] { return sentinel_gone(); }))
             << "a listener that holds its context was never destroyed: the async state leaks";
     }
 };
