@@ -193,7 +193,11 @@ void relay::dispatch(exchange& ex) {
         return;
     }
     if (ended && error) {
-        if (!ex.response().is_streaming()) {
+        if (!ex.response().is_committed()) {
+            // Nothing went downstream yet, though pieces may have been written: the end came
+            // before the handler's return sent the head (a resume accepted while it ran
+            // re-dispatches with nothing sent). The client gets the upstream's error, a 502
+            // or 504, not the 500 a throw would be answered with.
             ex.response() = downstream_response(sluice::result<client_response>(error));
             return;
         }

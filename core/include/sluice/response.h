@@ -75,6 +75,13 @@ public:
     /// Appends to a chunked stream (see the header comment).
     response& write(std::string_view chunk);
     bool is_streaming() const noexcept { return streaming_; }
+    /// The stream's head has gone to the connection (Servlet's isCommitted): from here on a
+    /// failure can only cut the stream, and a handler that throws closes the connection. Before
+    /// it, a written piece is still only in this object: the handler may replace the response
+    /// (an error status of its choosing), and a throw is answered 500. The head goes out when
+    /// the handler returns suspended or done, not at write(); a resume() accepted before the
+    /// handler returned re-dispatches with nothing sent.
+    bool is_committed() const noexcept { return head_sent_; }
 
     /// Declares the length of the streamed body: the head carries "Content-Length: n" instead
     /// of chunked framing, and the server enforces it (see the header comment). Makes the
