@@ -762,15 +762,17 @@ void tls_driver::deliver(conn& s, std::vector<io::completion>& out) noexcept {
         }
         // The end of the stream follows the last bytes; a paused owner hears of it at once (rule 6).
         // A client whose handshake failed heard it as its connect's result: nothing more.
+        // A cut (an upstream's end without close_notify) is told to a paused owner only when it
+        // receives again, after the plaintext that may still wait here: reported now as the
+        // reset it is, it would fail a response whose framing ended whole within those bytes;
+        // reported as a hang-up (0), it reads as a clean end to an owner that resumed before
+        // this completion reached it, and a body cut short would be taken whole. A client's
+        // owner does not act on a hang-up while paused anyway (client/transport.cc).
         const bool failed_connect = s.client != nullptr && s.handshaking;
-        if (s.has_final && !s.final_reported && !failed_connect &&
+        const bool cut_told_later = s.cut && !s.owner_recv;
+        if (s.has_final && !s.final_reported && !failed_connect && !cut_told_later &&
             (s.plain_len == 0 || s.lent || !s.owner_recv)) {
-            // A cut (an upstream's end without close_notify) reaches a paused owner as the
-            // hang-up it is: plaintext may still wait here for it, and only after that, when it
-            // receives again, does the reset follow. Reported at once, it would fail a response
-            // that its framing had ended whole within those bytes.
-            const std::int32_t said = s.cut && !s.owner_recv ? 0 : s.final;
-            out.push_back({s.owner, io::op::recv, false, said, io::no_buffer, nullptr});
+            out.push_back({s.owner, io::op::recv, false, s.final, io::no_buffer, nullptr});
             s.final_reported = true;
             s.owner_recv = false;
         }

@@ -1,0 +1,205 @@
+// The TLS decorator's client side over a real backend driver: how a paused owner hears the end
+// of an upstream's stream (tls/tls_driver.h; backend.h rule 6).
+//
+// A bare FIN (no close_notify) is a cut: the owner must hear -ECONNRESET, after every byte of
+// plaintext that came before it, and never a 0. A 0 reported while the owner is paused reads as
+// a clean end to an owner that resumed before the completion reached it, and a close-delimited
+// body cut short is then taken whole (the gateway_tls_stream_test failure of stop 22's TSan
+// run). A close_notify is a clean end: a paused owner may hear 0 at once, and when it receives
+// again it gets the rest of the bytes, then 0.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sluice/backend.h>
+#include <sluice/client.h>
+#include <sluice/log.h>
+
+#include "client/upstream.h"
+#include "support/fake_upstream.h"
+#include "tls/client_tls_context.h"
+#include "tls/tls_driver.h"
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+enum class ending { bare_fin, close_notify };
+
+struct what_the_owner_heard {
+    std::string bytes;
+    std::vector<std::int32_t> ends; // results of recv completions with more == false and no data
+};
+
+class client_cut : public ::testing::TestWithParam<const char*> {
+protected:
+    std::unique_ptr<io::driver> make_inner() {
+        for (const io::backend* b : io::registered_backends()) {
+            if (b->name == GetParam()) {
+                std::string error;
+                auto d = b->create(io::driver_options{}, error);
+                EXPECT_NE(d, nullptr) << GetParam() << ": " << error;
+                return d;
+            }
+        }
+        ADD_FAILURE() << "no backend named " << GetParam();
+        return nullptr;
+    }
+
+    // The upstream sends `head`, waits until the owner has paused, sends `tail_bytes` more and
+    // ends as told. Fills what the owner heard while paused, and after it received again.
+    void run(ending how, std::size_t tail_bytes, what_the_owner_heard& paused,
+             what_the_owner_heard& resumed) {
+        const std::string head(1000, 'h');
+        const std::string tail(tail_bytes, 't');
+        std::atomic<bool> owner_paused{false};
+        std::atomic<bool> ended{false};
+        fake_upstream up([&](upstream_conn& c) {
+            upstream_tls t(c);
+            if (!t.ok() || !t.write(head)) {
+                return;
+            }
+            const auto until = std::chrono::steady_clock::now() + 10s;
+            while (!owner_paused.load() && std::chrono::steady_clock::now() < until) {
+                std::this_thread::sleep_for(1ms);
+            }
+            if (!tail.empty()) {
+                (void)t.write(tail);
+            }
+            if (how == ending::bare_fin) {
+                t.bare_fin();
+            } else {
+                t.close_notify();
+            }
+            ended = true;
+            (void)c.wait_closed(10s);
+        });
+
+        auto inner = make_inner();
+        ASSERT_NE(inner, nullptr);
+        detail::tls_driver d(std::move(inner), nullptr);
+        upstream_options uo;
+        uo.resolve_interval = 0ms;
+        const detail::upstream_state state({"https://" + up.address()}, uo);
+        client_tls_options o;
+        o.verify = tls_verify::none;
+        detail::client_tls_context ctx(o, state, logger{log_level::error});
+
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(d.adopt_client(fd, ctx, 0), 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(up.port());
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int owner = 0; // only its address matters
+        ASSERT_EQ(d.connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr, &owner), 0);
+
+        std::vector<io::completion> out;
+        bool connected = false;
+        bool closed = false;
+        what_the_owner_heard* heard = nullptr;
+        // Pumps the driver until `done` or the deadline; collects what reaches the owner.
+        const auto pump = [&](auto done, std::chrono::milliseconds budget) {
+            const auto until = std::chrono::steady_clock::now() + budget;
+            while (!done() && std::chrono::steady_clock::now() < until) {
+                out.clear();
+                ASSERT_GE(d.wait(10ms, out), 0);
+                for (const io::completion& c : out) {
+                    ASSERT_EQ(c.owner, &owner);
+                    if (c.kind == io::op::connect) {
+                        ASSERT_EQ(c.result, 0) << "handshake";
+                        connected = true;
+                    } else if (c.kind == io::op::close) {
+                        closed = true;
+                    } else if (c.kind == io::op::recv && heard != nullptr) {
+                        if (c.result > 0) {
+                            heard->bytes.append(c.data, static_cast<std::size_t>(c.result));
+                        } else if (!c.more && c.result != -ECANCELED) {
+                            heard->ends.push_back(c.result);
+                        }
+                    }
+                    if (c.kind == io::op::recv && c.buffer != io::no_buffer) {
+                        d.release(c.buffer);
+                    }
+                }
+            }
+        };
+
+        pump([&] { return connected; }, 10s);
+        ASSERT_TRUE(connected);
+        what_the_owner_heard first;
+        heard = &first;
+        ASSERT_EQ(d.recv(fd, &owner), 0);
+        pump([&] { return first.bytes.size() >= head.size(); }, 10s);
+        ASSERT_EQ(first.bytes, head);
+
+        // Paused: the tail and the end arrive meanwhile; what a paused owner hears is kept apart.
+        heard = &paused;
+        d.pause_recv(fd, &owner);
+        owner_paused = true;
+        pump([&] { return ended.load(); }, 10s);
+        ASSERT_TRUE(ended.load());
+        pump([] { return false; }, 300ms); // the FIN reaches the socket; the decorator sees it
+
+        heard = &resumed;
+        ASSERT_EQ(d.recv(fd, &owner), 0);
+        pump([&] { return !resumed.ends.empty(); }, 10s);
+        heard = nullptr;
+        d.close(fd, &owner);
+        pump([&] { return closed; }, 10s);
+        ASSERT_TRUE(closed);
+    }
+};
+
+// The case of the CI failure: the whole body was in, the owner paused (the downstream was
+// slower), then the FIN came. With nothing left to read it is a cut at once.
+TEST_P(client_cut, a_bare_fin_after_the_last_byte_reaches_a_paused_owner_as_a_reset_when_it_receives) {
+    what_the_owner_heard paused;
+    what_the_owner_heard resumed;
+    run(ending::bare_fin, 0, paused, resumed);
+    EXPECT_TRUE(paused.ends.empty()) << "a paused owner heard " << ::testing::PrintToString(paused.ends);
+    EXPECT_EQ(paused.bytes.size() + resumed.bytes.size(), 0u);
+    EXPECT_EQ(resumed.ends, std::vector<std::int32_t>{-ECONNRESET});
+}
+
+// Ciphertext still unread before the FIN: the bytes first, then the reset.
+TEST_P(client_cut, a_bare_fin_after_unread_bytes_reaches_the_owner_as_a_reset_after_them) {
+    what_the_owner_heard paused;
+    what_the_owner_heard resumed;
+    run(ending::bare_fin, 3000, paused, resumed);
+    EXPECT_TRUE(paused.ends.empty()) << "a paused owner heard " << ::testing::PrintToString(paused.ends);
+    EXPECT_EQ(paused.bytes.size() + resumed.bytes.size(), 3000u);
+    EXPECT_EQ(resumed.ends, std::vector<std::int32_t>{-ECONNRESET});
+}
+
+TEST_P(client_cut, a_close_notify_is_a_clean_end_after_the_bytes) {
+    for (const std::size_t tail : {std::size_t{0}, std::size_t{3000}}) {
+        what_the_owner_heard paused;
+        what_the_owner_heard resumed;
+        run(ending::close_notify, tail, paused, resumed);
+        for (const std::int32_t r : paused.ends) {
+            EXPECT_EQ(r, 0) << "tail " << tail
+                            << ": a paused owner hears a clean end as a hang-up, if at all";
+        }
+        EXPECT_EQ(paused.bytes.size() + resumed.bytes.size(), tail);
+        EXPECT_EQ(resumed.ends, std::vector<std::int32_t>{0}) << "tail " << tail;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(backends, client_cut, ::testing::Values("epoll", "uring"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+
+} // namespace
+} // namespace sluice::test
