@@ -39,7 +39,7 @@ std::vector<backend_param> tls_backend_matrix();
 /// One backend's rows of the matrix, for a suite about what only that backend has.
 std::vector<backend_param> backend_matrix_of(std::string_view backend);
 /// "epoll_inline", "blocking_pool_tls": the suffix of each test's name.
-std::string backend_param_name(const testing::TestParamInfo<backend_param>& info);
+std::string backend_param_name(const ::testing::TestParamInfo<backend_param>& info);
 /// The registered backend of that name, or null.
 const io::backend* find_backend(std::string_view name) noexcept;
 /// Why the backend cannot run here: its probe's answer, or "not registered"; "" when it can.
@@ -47,7 +47,7 @@ std::string backend_unavailable_reason(std::string_view name);
 
 /// The fixture of the conformance suites. Handlers and listeners may capture `this`: its
 /// members outlive the server, which TearDown stops before anything else is destroyed.
-class backend_test : public testing::TestWithParam<backend_param> {
+class backend_test : public ::testing::TestWithParam<backend_param> {
 protected:
     void SetUp() override;
     void TearDown() override;
