@@ -63,6 +63,9 @@ void transport::pause_receiving() noexcept {
         return;
     }
     recv_paused_ = true;
+    // From now until data arrives, an end of stream may be a report made while paused, with
+    // bytes still unread ahead of the FIN (see on_recv).
+    stale_hang_up_ = true;
     if (recv_armed_) {
         // The final completion (more == false) clears recv_armed_; on_recv does not re-arm
         // while paused.
@@ -149,11 +152,16 @@ void transport::on_recv(const io::completion& c) noexcept {
         return;
     }
     if (c.result > 0) {
+        stale_hang_up_ = false;
         user_.on_data({c.data, static_cast<std::size_t>(c.result)});
-    } else if (c.result == 0 && recv_paused_ && !c.more) {
-        // The driver reports the hang-up while paused, before we read what came ahead of it:
-        // receive again on resume; the socket gives the rest, then end of stream once more.
-        return;
+    } else if (c.result == 0 && !c.more && (recv_paused_ || stale_hang_up_)) {
+        // The driver reports a hang-up while paused (backend.h rule 6) before the bytes that
+        // came ahead of the FIN, and the report may reach us after a resume in the same batch.
+        // Receive once more: the socket gives the rest, then end of stream again (now fresh).
+        stale_hang_up_ = false;
+        if (recv_paused_) {
+            return; // resume_receiving() re-arms
+        }
     } else if (c.result == 0 || (c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN &&
                                  c.result != -EINTR)) {
         peer_closed_ = true;

@@ -113,6 +113,8 @@ private:
     bool sending_ = false;
     bool recv_armed_ = false;
     bool recv_paused_ = false;
+    /// Set by a pause, cleared by data or by one end-of-stream report taken as stale.
+    bool stale_hang_up_ = false;
     bool peer_closed_ = false;
 };
 

@@ -766,8 +766,8 @@ void tls_driver::deliver(conn& s, std::vector<io::completion>& out) noexcept {
         // receives again, after the plaintext that may still wait here: reported now as the
         // reset it is, it would fail a response whose framing ended whole within those bytes;
         // reported as a hang-up (0), it reads as a clean end to an owner that resumed before
-        // this completion reached it, and a body cut short would be taken whole. A client's
-        // owner does not act on a hang-up while paused anyway (client/transport.cc).
+        // this completion reached it, and a body cut short would be taken whole. (A client's
+        // transport now reads once more after such a 0 too: client/transport.cc.)
         const bool failed_connect = s.client != nullptr && s.handshaking;
         const bool cut_told_later = s.cut && !s.owner_recv;
         if (s.has_final && !s.final_reported && !failed_connect && !cut_told_later &&

@@ -34,6 +34,11 @@ public:
         bool closed = false;
         bool eof_at_end = false; ///< deliver end-of-stream once every inbound byte went out
         bool eof_sent = false;
+        /// With eof_at_end: the FIN is in the socket behind the bytes not yet delivered, and a
+        /// paused receive hears it as a hang-up (rule 6: 0, more == false), once per pause,
+        /// before those bytes, as epoll and io_uring report it.
+        bool hang_up_while_paused = false;
+        bool hang_up_told = false;
     };
 
     std::size_t chunk = static_cast<std::size_t>(-1);
@@ -62,6 +67,7 @@ public:
         if (p.receiving) {
             p.receiving = false;
             p.paused = true;
+            p.hang_up_told = false;
             pending_.push_back({owner, io::op::recv, false, -ECANCELED, io::no_buffer, nullptr});
         }
     }
@@ -113,6 +119,11 @@ public:
         out.insert(out.end(), pending_.begin(), pending_.end());
         pending_.clear();
         for (auto& [fd, p] : peers) {
+            if (p.paused && !p.closed && p.eof_at_end && p.hang_up_while_paused && !p.hang_up_told) {
+                p.hang_up_told = true;
+                out.push_back({p.owner, io::op::recv, false, 0, io::no_buffer, nullptr});
+                continue;
+            }
             if (!p.receiving || p.closed) {
                 continue;
             }
