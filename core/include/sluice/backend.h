@@ -26,7 +26,9 @@
 //     with more == false: end of stream (0), an error, cancellation by pause_recv(),
 //     or a driver-side stop such as an exhausted buffer pool (-ENOBUFS), after which
 //     the core re-arms with recv(). While receiving is paused, a peer hang-up is
-//     still reported, as a recv completion with result 0 or -errno and more == false.
+//     still reported, as a recv completion with result 0 or -errno and more == false,
+//     before any bytes still unread ahead of the FIN; recv() after an end of stream gives
+//     those bytes, then reports the end again (tests/unit/backends/end_of_stream_test.cc).
 //  7. send() produces exactly one op::send completion: bytes sent (possibly fewer
 //     than asked, even 0: the core sends the rest and its write deadline decides) or -errno. The iovec array
 //     and the memory it points to must stay untouched by the core until then. At most one send per fd is

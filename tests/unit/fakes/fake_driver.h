@@ -59,6 +59,7 @@ public:
         p.owner = owner;
         p.receiving = true;
         p.paused = false;
+        p.eof_sent = false; // rule 6: receiving again after the end reports it again
         return 0;
     }
 

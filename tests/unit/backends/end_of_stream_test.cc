@@ -1,0 +1,181 @@
+// How the drivers tell the end of a stream (backend.h rule 6), as the client transport
+// relies on it (client/transport.cc): a hang-up heard while paused comes before the bytes still
+// unread ahead of the FIN, and receiving again after an end of stream reports it once more, so
+// a transport that reads past a report it cannot trust gets the bytes, then the end, and never
+// waits for an edge that will not come.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <sluice/backend.h>
+
+#include "server/socket_util.h"
+#include "support/backend_matrix.h"
+
+namespace sluice::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// One accepted loopback connection that the driver receives on (`served`), and its client.
+class stream_pair {
+public:
+    explicit stream_pair(io::driver& d) : d_(d) {
+        const int l =
+            detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"), detail::reuse_port::no, 16);
+        if (l < 0) {
+            return;
+        }
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(detail::bound_port(l));
+        client_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (client_ >= 0 && ::connect(client_, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) {
+            served_ = ::accept4(l, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        }
+        ::close(l);
+    }
+    ~stream_pair() {
+        if (served_ >= 0) {
+            d_.close(served_, &owner_);
+            std::vector<io::completion> out;
+            for (int i = 0; i < 20 && !closed_; ++i) {
+                out.clear();
+                d_.wait(5ms, out);
+                for (const io::completion& c : out) {
+                    closed_ = closed_ || c.kind == io::op::close;
+                    if (c.buffer != io::no_buffer) {
+                        d_.release(c.buffer);
+                    }
+                }
+            }
+        }
+        if (client_ >= 0) {
+            ::close(client_);
+        }
+    }
+    stream_pair(const stream_pair&) = delete;
+    stream_pair& operator=(const stream_pair&) = delete;
+
+    bool ok() const noexcept { return served_ >= 0; }
+    int served() const noexcept { return served_; }
+    void* owner() noexcept { return &owner_; }
+    bool send(const std::string& bytes) const {
+        return ::send(client_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+               static_cast<ssize_t>(bytes.size());
+    }
+    bool fin() const { return ::shutdown(client_, SHUT_WR) == 0; }
+
+    /// Waits (2 s at most) until a recv completion with more == false; appends the bytes read
+    /// before it to `bytes` and gives its result, or 1 when none came.
+    int until_final(std::string& bytes) {
+        std::vector<io::completion> out;
+        const auto until = std::chrono::steady_clock::now() + 2s;
+        while (std::chrono::steady_clock::now() < until) {
+            out.clear();
+            d_.wait(50ms, out);
+            int final = 1;
+            for (const io::completion& c : out) {
+                if (c.kind == io::op::recv && c.result > 0) {
+                    bytes.append(c.data, static_cast<std::size_t>(c.result));
+                }
+                if (c.buffer != io::no_buffer) {
+                    d_.release(c.buffer);
+                }
+                if (c.kind == io::op::recv && !c.more && final == 1) {
+                    final = c.result;
+                }
+            }
+            if (final != 1) {
+                return final;
+            }
+        }
+        return 1;
+    }
+
+private:
+    io::driver& d_;
+    int client_ = -1;
+    int served_ = -1;
+    int owner_ = 0;
+    bool closed_ = false;
+};
+
+std::unique_ptr<io::driver> make_driver(const std::string& name) {
+    std::string error;
+    auto d = find_backend(name)->create(io::driver_options{}, error);
+    EXPECT_NE(d, nullptr) << name << ": " << error;
+    return d;
+}
+
+TEST(end_of_stream, receiving_again_after_the_end_hears_it_again) {
+    for (const std::string name : {"blocking", "epoll", "uring"}) {
+        SCOPED_TRACE(name);
+        ASSERT_EQ(backend_unavailable_reason(name), "");
+        auto d = make_driver(name);
+        ASSERT_NE(d, nullptr);
+        stream_pair p(*d);
+        ASSERT_TRUE(p.ok());
+        ASSERT_TRUE(p.send("abc"));
+        ASSERT_TRUE(p.fin());
+        ASSERT_EQ(d->recv(p.served(), p.owner()), 0);
+        std::string bytes;
+        EXPECT_EQ(p.until_final(bytes), 0);
+        EXPECT_EQ(bytes, "abc");
+        ASSERT_EQ(d->recv(p.served(), p.owner()), 0);
+        bytes.clear();
+        EXPECT_EQ(p.until_final(bytes), 0)
+            << "no second end of stream: a re-arm after the end would wait forever";
+        EXPECT_EQ(bytes, "");
+    }
+}
+
+TEST(end_of_stream, a_hang_up_heard_while_paused_comes_before_the_unread_bytes) {
+    for (const std::string name : {"blocking", "epoll", "uring"}) {
+        SCOPED_TRACE(name);
+        ASSERT_EQ(backend_unavailable_reason(name), "");
+        auto d = make_driver(name);
+        ASSERT_NE(d, nullptr);
+        stream_pair p(*d);
+        ASSERT_TRUE(p.ok());
+        ASSERT_EQ(d->recv(p.served(), p.owner()), 0);
+        ASSERT_TRUE(p.send("head"));
+        std::string bytes;
+        std::vector<io::completion> out;
+        const auto until = std::chrono::steady_clock::now() + 2s;
+        while (bytes.size() < 4 && std::chrono::steady_clock::now() < until) {
+            out.clear();
+            d->wait(50ms, out);
+            for (const io::completion& c : out) {
+                if (c.kind == io::op::recv && c.result > 0) {
+                    bytes.append(c.data, static_cast<std::size_t>(c.result));
+                }
+                if (c.buffer != io::no_buffer) {
+                    d->release(c.buffer);
+                }
+            }
+        }
+        ASSERT_EQ(bytes, "head");
+        d->pause_recv(p.served(), p.owner());
+        bytes.clear();
+        EXPECT_EQ(p.until_final(bytes), -ECANCELED); // the pause's own final completion
+        // Now the rest and the FIN, while paused: the hang-up is told, the bytes are not read.
+        ASSERT_TRUE(p.send("tail"));
+        ASSERT_TRUE(p.fin());
+        EXPECT_EQ(p.until_final(bytes), 0);
+        EXPECT_EQ(bytes, "") << "nothing is read while paused";
+        // Receiving again gives what came ahead of the FIN, then the end once more.
+        ASSERT_EQ(d->recv(p.served(), p.owner()), 0);
+        EXPECT_EQ(p.until_final(bytes), 0);
+        EXPECT_EQ(bytes, "tail");
+    }
+}
+
+} // namespace
+} // namespace sluice::test
