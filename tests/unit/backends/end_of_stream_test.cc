@@ -72,9 +72,10 @@ public:
     }
     bool fin() const { return ::shutdown(client_, SHUT_WR) == 0; }
 
-    /// Waits (2 s at most) until a recv completion with more == false; appends the bytes read
-    /// before it to `bytes` and gives its result, or 1 when none came.
-    int until_final(std::string& bytes) {
+    /// Waits (2 s at most) for a recv completion with more == false, appending the bytes read
+    /// before it to `bytes`, and gives its result, or 1 when none came. With `enough`, stops as
+    /// soon as `bytes` holds that many, final or not.
+    int receive(std::string& bytes, std::size_t enough = std::string::npos) {
         std::vector<io::completion> out;
         const auto until = std::chrono::steady_clock::now() + 2s;
         while (std::chrono::steady_clock::now() < until) {
@@ -92,7 +93,7 @@ public:
                     final = c.result;
                 }
             }
-            if (final != 1) {
+            if (bytes.size() >= enough || final != 1) {
                 return final;
             }
         }
@@ -107,74 +108,57 @@ private:
     bool closed_ = false;
 };
 
-std::unique_ptr<io::driver> make_driver(const std::string& name) {
-    std::string error;
-    auto d = find_backend(name)->create(io::driver_options{}, error);
-    EXPECT_NE(d, nullptr) << name << ": " << error;
-    return d;
+/// Runs `body` on every backend with a fresh driver and a fresh pair on it.
+template <class Body>
+void on_every_backend(Body body) {
+    for (const std::string name : {"blocking", "epoll", "uring"}) {
+        SCOPED_TRACE(name);
+        ASSERT_EQ(backend_unavailable_reason(name), "");
+        std::string error;
+        auto d = find_backend(name)->create(io::driver_options{}, error);
+        ASSERT_NE(d, nullptr) << error;
+        stream_pair p(*d);
+        ASSERT_TRUE(p.ok());
+        body(*d, p);
+    }
 }
 
 TEST(end_of_stream, receiving_again_after_the_end_hears_it_again) {
-    for (const std::string name : {"blocking", "epoll", "uring"}) {
-        SCOPED_TRACE(name);
-        ASSERT_EQ(backend_unavailable_reason(name), "");
-        auto d = make_driver(name);
-        ASSERT_NE(d, nullptr);
-        stream_pair p(*d);
-        ASSERT_TRUE(p.ok());
+    on_every_backend([](io::driver& d, stream_pair& p) {
         ASSERT_TRUE(p.send("abc"));
         ASSERT_TRUE(p.fin());
-        ASSERT_EQ(d->recv(p.served(), p.owner()), 0);
+        ASSERT_EQ(d.recv(p.served(), p.owner()), 0);
         std::string bytes;
-        EXPECT_EQ(p.until_final(bytes), 0);
+        EXPECT_EQ(p.receive(bytes), 0);
         EXPECT_EQ(bytes, "abc");
-        ASSERT_EQ(d->recv(p.served(), p.owner()), 0);
+        ASSERT_EQ(d.recv(p.served(), p.owner()), 0);
         bytes.clear();
-        EXPECT_EQ(p.until_final(bytes), 0)
+        EXPECT_EQ(p.receive(bytes), 0)
             << "no second end of stream: a re-arm after the end would wait forever";
         EXPECT_EQ(bytes, "");
-    }
+    });
 }
 
 TEST(end_of_stream, a_hang_up_heard_while_paused_comes_before_the_unread_bytes) {
-    for (const std::string name : {"blocking", "epoll", "uring"}) {
-        SCOPED_TRACE(name);
-        ASSERT_EQ(backend_unavailable_reason(name), "");
-        auto d = make_driver(name);
-        ASSERT_NE(d, nullptr);
-        stream_pair p(*d);
-        ASSERT_TRUE(p.ok());
-        ASSERT_EQ(d->recv(p.served(), p.owner()), 0);
+    on_every_backend([](io::driver& d, stream_pair& p) {
+        ASSERT_EQ(d.recv(p.served(), p.owner()), 0);
         ASSERT_TRUE(p.send("head"));
         std::string bytes;
-        std::vector<io::completion> out;
-        const auto until = std::chrono::steady_clock::now() + 2s;
-        while (bytes.size() < 4 && std::chrono::steady_clock::now() < until) {
-            out.clear();
-            d->wait(50ms, out);
-            for (const io::completion& c : out) {
-                if (c.kind == io::op::recv && c.result > 0) {
-                    bytes.append(c.data, static_cast<std::size_t>(c.result));
-                }
-                if (c.buffer != io::no_buffer) {
-                    d->release(c.buffer);
-                }
-            }
-        }
+        p.receive(bytes, 4);
         ASSERT_EQ(bytes, "head");
-        d->pause_recv(p.served(), p.owner());
+        d.pause_recv(p.served(), p.owner());
         bytes.clear();
-        EXPECT_EQ(p.until_final(bytes), -ECANCELED); // the pause's own final completion
+        EXPECT_EQ(p.receive(bytes), -ECANCELED); // the pause's own final completion
         // Now the rest and the FIN, while paused: the hang-up is told, the bytes are not read.
         ASSERT_TRUE(p.send("tail"));
         ASSERT_TRUE(p.fin());
-        EXPECT_EQ(p.until_final(bytes), 0);
+        EXPECT_EQ(p.receive(bytes), 0);
         EXPECT_EQ(bytes, "") << "nothing is read while paused";
         // Receiving again gives what came ahead of the FIN, then the end once more.
-        ASSERT_EQ(d->recv(p.served(), p.owner()), 0);
-        EXPECT_EQ(p.until_final(bytes), 0);
+        ASSERT_EQ(d.recv(p.served(), p.owner()), 0);
+        EXPECT_EQ(p.receive(bytes), 0);
         EXPECT_EQ(bytes, "tail");
-    }
+    });
 }
 
 } // namespace
