@@ -25,6 +25,7 @@ constexpr const char* relay_attribute = "gateway.relay";
 
 void relay::start(gateway& g, exchange& ex, sluice::client_request up, relay_finish how) {
     auto r = std::make_shared<relay>(how);
+    r->exec_ = ex.executor();
     ex.set_attribute(relay_attribute, r);
     async_context ctx = ex.start_async();
     {
@@ -58,7 +59,7 @@ bool relay::on_resumed(exchange& ex) {
 }
 
 async_context relay::take_wake() {
-    if (!ctx_) {
+    if (!ctx_ || head_held_) {
         return {};
     }
     const bool head_due = head_ && !head_out_;
@@ -73,12 +74,40 @@ async_context relay::take_wake() {
 
 void relay::on_head(const client_response& head) {
     async_context wake;
+    bool held = false;
     {
         std::lock_guard lock(mu_);
         head_ = head;
-        wake = take_wake();
+        // The async style completes a response that is whole before its head went out from
+        // on_end, without running the handler again. When the call runs on the exchange's
+        // loop (epoll, uring), the rest of the read that brought the head (its body and end,
+        // for a small response) is handled before anything posted there runs, so the head's
+        // wake waits for that. On the client's own loop (blocking) a post to the exchange's
+        // loop would race the rest of the read: the head wakes the handler at once.
+        held = how_ == relay_finish::complete_from_callback && ctx_ && !head_out_ && exec_.in_loop_thread();
+        head_held_ = held;
+        if (!held) {
+            wake = take_wake();
+        }
+    }
+    if (held && exec_.post([self = shared_from_this()] { self->on_head_settled(); })) {
+        return;
+    }
+    if (held) {
+        on_head_settled(); // the loop stops: wake now, as the other styles do
+        return;
     }
     (void)wake.resume(); // posted by the core: the handler never runs inside this callback
+}
+
+void relay::on_head_settled() {
+    async_context wake;
+    {
+        std::lock_guard lock(mu_);
+        head_held_ = false;
+        wake = take_wake(); // empty if on_end completed the exchange, or it has ended
+    }
+    (void)wake.resume();
 }
 
 void relay::on_body(std::string_view piece) {

@@ -12,8 +12,9 @@
 // So the gateway holds at most high_water + what the upstream's socket delivered after the pause
 // in `pending` (one read on epoll; a multishot batch on io_uring), and the server at most
 // output_low_water + max_write in queued output, whatever the response size. A response that
-// is whole before its head is written goes out with Content-Length, as it came (or through
-// complete() from the callback in the async style: no re-dispatch at all).
+// is whole before its head is written goes out with Content-Length, as it came (in the async
+// style on epoll/uring through complete() from on_end: no re-dispatch at all, the head's wake
+// being posted behind the rest of its read; see on_head).
 //
 // Threads: the client's callbacks run on the call's loop (the exchange's loop on epoll/uring,
 // the client's own loop on blocking); the handler runs on the loop or a worker (dispatch =
@@ -56,6 +57,9 @@ public:
 
 private:
     void on_head(const sluice::client_response& head);
+    /// The async style's deferred head wake: runs on the exchange's loop after the read that
+    /// brought the head, so a response whose end came in that read was completed meanwhile.
+    void on_head_settled();
     void on_body(std::string_view piece);
     void on_end(std::error_code e);
     void on_drained();
@@ -65,6 +69,7 @@ private:
     sluice::async_context take_wake();
 
     const relay_finish how_;
+    sluice::executor exec_; // the exchange's loop; set before the call starts, then only read
     std::mutex mu_;
     sluice::client_call call_;
     sluice::async_context ctx_; // the current suspension; empty while the handler runs or was woken
@@ -75,6 +80,7 @@ private:
     bool head_out_ = false;        // the status and headers went to the exchange
     bool drained_ = true;          // the downstream has taken what was written
     bool upstream_paused_ = false; // pause_body() asked
+    bool head_held_ = false;       // async style: the head's wake waits for on_head_settled
     bool call_set_ = false;
 };
 
