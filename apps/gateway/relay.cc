@@ -90,14 +90,11 @@ void relay::on_head(const client_response& head) {
             wake = take_wake();
         }
     }
-    if (held && exec_.post([self = shared_from_this()] { self->on_head_settled(); })) {
-        return;
-    }
-    if (held) {
+    if (!held) {
+        (void)wake.resume(); // posted by the core: the handler never runs inside this callback
+    } else if (!exec_.post([self = shared_from_this()] { self->on_head_settled(); })) {
         on_head_settled(); // the loop stops: wake now, as the other styles do
-        return;
     }
-    (void)wake.resume(); // posted by the core: the handler never runs inside this callback
 }
 
 void relay::on_head_settled() {
