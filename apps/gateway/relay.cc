@@ -36,11 +36,14 @@ void relay::start(gateway& g, exchange& ex, sluice::client_request up, relay_fin
     // call ends with it, and its connection is closed mid-body (never pooled). A no-op once
     // the call has ended.
     ctx.on_complete([r](const sluice::async_event&) { r->cancel(); });
+    // Plain pointers in the callbacks, the relay kept alive by the handler's owner.
+    relay* self = r.get();
     const sluice::client_call call =
         g.api.send_streaming(ex.executor(), std::move(up),
-                             {.on_head = [r](const client_response& h) { r->on_head(h); },
-                              .on_body = [r](std::string_view piece) { r->on_body(piece); },
-                              .on_end = [r](std::error_code e) { r->on_end(e); }});
+                             {.on_head = [self](client_response h) { self->on_head(std::move(h)); },
+                              .on_body = [self](std::string_view piece) { self->on_body(piece); },
+                              .on_end = [self](std::error_code e) { self->on_end(e); },
+                              .owner = r});
     std::lock_guard lock(r->mu_);
     r->call_ = call;
     r->call_set_ = true;
@@ -72,12 +75,12 @@ async_context relay::take_wake() {
     return {};
 }
 
-void relay::on_head(const client_response& head) {
+void relay::on_head(client_response head) {
     async_context wake;
     bool held = false;
     {
         std::lock_guard lock(mu_);
-        head_ = head;
+        head_ = std::move(head);
         // The async style completes a response that is whole before its head went out from
         // on_end, without running the handler again. When the call runs on the exchange's
         // loop (epoll, uring), the rest of the read that brought the head (its body and end,

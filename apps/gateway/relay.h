@@ -56,7 +56,7 @@ public:
     explicit relay(relay_finish how) : how_(how) {}
 
 private:
-    void on_head(const sluice::client_response& head);
+    void on_head(sluice::client_response head);
     /// The async style's deferred head wake: runs on the exchange's loop after the read that
     /// brought the head, so a response whose end came in that read was completed meanwhile.
     void on_head_settled();

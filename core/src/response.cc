@@ -19,6 +19,9 @@ namespace {
 
 using http::is_tchar;
 
+/// The header block's first allocation: a few typical fields (Content-Type, Date, a cookie).
+constexpr std::size_t typical_header_bytes = 128;
+
 // tchar (RFC 9110 §5.6.2): a header name is one or more of these.
 void validate(std::string_view name, std::string_view value) {
     if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar)) {
@@ -64,7 +67,12 @@ void response::set_header_unchecked(std::string_view name, std::string_view valu
     if (replace) {
         remove_header(name);
     }
-    headers_.reserve(headers_.size() + name.size() + value.size() + 4);
+    const std::size_t need = headers_.size() + name.size() + value.size() + 4;
+    if (need > headers_.capacity()) {
+        // Room for a typical head's fields at the first one, then doubling: one allocation
+        // for most responses, not one per field.
+        headers_.reserve(std::max({need, typical_header_bytes, 2 * headers_.capacity()}));
+    }
     headers_.append(name);
     headers_.append(": ");
     headers_.append(value);

@@ -171,6 +171,61 @@ TEST_P(client_streaming_test, a_held_close_delimited_body_loses_nothing_when_the
     expect_held_until_resumed(script, "now", 1000);
 }
 
+/// What the owner test's callbacks saw of the object they point to.
+struct owned_state {
+    std::string head_type; // on_head: the head moved in, kept here
+    std::size_t body_bytes = 0;
+    std::atomic<bool> alive_at_end{false}; // on_end read the object through its plain pointer
+};
+
+TEST_P(client_streaming_test, the_owner_keeps_plain_pointer_callbacks_valid_and_is_released_after_on_end) {
+    fake_upstream up([](upstream_conn& c) {
+        if (c.read_request() && c.write(upstream_response(200, "hello", "Content-Type: text/plain\r\n"))) {
+            (void)c.wait_closed(10s);
+        }
+    });
+    client_ = std::make_unique<client>(upstream({up.address()}));
+    std::mutex mu;
+    std::weak_ptr<owned_state> watched; // under mu
+    srv().route("GET", "/o", [&](exchange& ex) {
+        auto ctx = ex.start_async(20s);
+        // The handler's only strong reference goes into owner: the callbacks hold a plain pointer.
+        auto state = std::make_shared<owned_state>();
+        owned_state* p = state.get();
+        {
+            std::lock_guard lock(mu);
+            watched = state;
+        }
+        (void)client_->send_streaming(
+            ex.executor(), {.target = "/up"},
+            {.on_head =
+                 [p](client_response head) {
+                     p->head_type = std::string(head.header("content-type").value_or(""));
+                 },
+             .on_body = [p](std::string_view piece) { p->body_bytes += piece.size(); },
+             .on_end =
+                 [p, ctx](std::error_code e) mutable {
+                     p->alive_at_end = true; // ASan: a use after free if the owner went early
+                     response res;
+                     res.text(p->head_type + " " + std::to_string(p->body_bytes) + " " +
+                              (e ? error_text(e) : "whole"));
+                     ctx.complete(std::move(res));
+                 },
+             .owner = std::move(state)});
+    });
+    srv().start();
+    test_client c(srv().port(), 10s);
+    ASSERT_TRUE(c.send(get_request("/o"))) << c.error();
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->body, "text/plain 5 whole");
+    // Released with the callbacks once the call has ended: nothing keeps it.
+    EXPECT_TRUE(wait_until([&] {
+        std::lock_guard lock(mu);
+        return watched.expired();
+    })) << "the owner outlived its ended call";
+}
+
 SLUICE_BACKEND_SUITE(client_streaming_test);
 
 } // namespace

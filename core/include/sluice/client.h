@@ -223,9 +223,10 @@ struct client_response {
 /// on_head at most once, on_body zero or more times, on_end exactly once, last. They must not
 /// block, and must not destroy the client.
 struct client_stream_handler {
-    /// The final response's status and headers (body empty; 1xx responses are skipped). Not
-    /// called for a call that fails before a whole head arrived.
-    std::function<void(const client_response& head)> on_head;
+    /// The final response's status and headers (body empty; 1xx responses are skipped), moved
+    /// to the handler: its to keep. Not called for a call that fails before a whole head
+    /// arrived. (A callback taking `const client_response&` fits too.)
+    std::function<void(client_response head)> on_head;
     /// A piece of the body, lent until return: consume or copy it. Pieces are as large as one
     /// read from the socket; client_call::pause_body() stops the next reads (pieces of a read
     /// already made may still follow, except when the pause came before the body began: then
@@ -236,6 +237,11 @@ struct client_stream_handler {
     /// is cut (reset, malformed_response, response_timed_out, cancelled) and the connection
     /// is closed.
     std::function<void(std::error_code)> on_end;
+    /// Optional: kept alive while the call may run a callback, and released with them after
+    /// on_end. Callbacks that all serve one object can capture a plain pointer to it and put
+    /// the object's shared_ptr here: a std::function holding a shared_ptr allocates, one
+    /// holding a pointer does not.
+    std::shared_ptr<void> owner{};
 };
 
 /// Whether a header must not be forwarded by a proxy, in either direction (RFC 9110 §7.6.1):

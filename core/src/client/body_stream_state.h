@@ -42,7 +42,7 @@ public:
     void cancel() noexcept;
 
 private:
-    void on_head(const client_response& head);
+    void on_head(client_response head);
     void on_body(std::string_view piece);
     void on_end(std::error_code e);
     /// Under mu_: up to max_piece of what is held.

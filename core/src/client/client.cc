@@ -157,8 +157,10 @@ client_call start_streamed(client_core& core, const executor& on, client_request
                            client_stream_handler handler) {
     auto h = std::make_shared<client_stream_handler>(std::move(handler));
     // Inline on the call's loop, after the last on_body: the pieces were lent, so the handler
-    // runs where they arrive, and its end must not overtake them.
-    auto deliver = [h](result<client_response> r) {
+    // runs where they arrive, and its end must not overtake them. A plain pointer: the call's
+    // state holds both the handler (stream) and this (deliver), and runs this through its own
+    // shared_ptr (client_pool::deliver), so the handler outlives every run of it.
+    auto deliver = [h = h.get()](result<client_response> r) {
         if (h->on_end) {
             h->on_end(r ? std::error_code{} : r.error());
         }

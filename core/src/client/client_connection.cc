@@ -276,7 +276,7 @@ void client_connection::on_response_head(client_response& head) noexcept {
     // proxy_read_timeout), not the whole body, which may be long and is paced by the reader.
     arm(pool_->config().options.response_timeout);
     try {
-        call_->stream->on_head(head);
+        call_->stream->on_head(std::move(head)); // the session needs no more than its status
     } catch (...) {
         // A throwing handler cannot stop the parser here; it hears on_end like any other call.
     }

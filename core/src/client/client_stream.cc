@@ -12,10 +12,12 @@ namespace sluice {
 namespace detail {
 
 client_stream_handler body_stream_state::handler() {
-    auto self = shared_from_this();
-    return {.on_head = [self](const client_response& h) { self->on_head(h); },
+    // The owner keeps this state alive for the callbacks (plain pointers: no allocation each).
+    body_stream_state* self = this;
+    return {.on_head = [self](client_response h) { self->on_head(std::move(h)); },
             .on_body = [self](std::string_view piece) { self->on_body(piece); },
-            .on_end = [self](std::error_code e) { self->on_end(e); }};
+            .on_end = [self](std::error_code e) { self->on_end(e); },
+            .owner = shared_from_this()};
 }
 
 void body_stream_state::set_call(client_call call) {
@@ -59,7 +61,7 @@ std::string body_stream_state::take_held() {
     return out;
 }
 
-void body_stream_state::on_head(const client_response& head) {
+void body_stream_state::on_head(client_response head) {
     std::optional<completion<client_body_stream>> waiter;
     {
         std::lock_guard lock(mu_);
@@ -68,7 +70,7 @@ void body_stream_state::on_head(const client_response& head) {
     if (waiter) {
         // A stream() await that was cancelled meanwhile ignores this; the stream made here is
         // then destroyed at once, which cancels the call.
-        (*waiter)(result<client_body_stream>(client_body_stream(shared_from_this(), head)));
+        (*waiter)(result<client_body_stream>(client_body_stream(shared_from_this(), std::move(head))));
     }
 }
 

@@ -25,6 +25,8 @@ namespace sluice::http {
 namespace {
 
 constexpr int callback_error = -1;
+/// Fields reserved at a response's first one (typical upstream answers have 3 to 8).
+constexpr std::size_t typical_fields = 8;
 
 } // namespace
 
@@ -70,6 +72,10 @@ struct client_session::callbacks {
         s.in_name_ = true;
         return store(p, [&](client_response& r) {
             if (first_piece) {
+                if (r.headers.capacity() == 0) {
+                    // One allocation for a typical response's fields, not one per doubling.
+                    r.headers.reserve(typical_fields);
+                }
                 r.headers.emplace_back();
             }
             r.headers.back().name.append(at, n);
@@ -108,7 +114,11 @@ struct client_session::callbacks {
         s.in_value_ = true;
         s.in_name_ = false;
         client_header& h = s.out_->headers.back();
-        h.value = std::string(trim_ows(h.value));
+        // Trimmed in place: the value keeps its buffer (a copy would allocate per field).
+        const std::string_view trimmed = trim_ows(h.value);
+        const std::size_t lead = static_cast<std::size_t>(trimmed.data() - h.value.data());
+        h.value.resize(lead + trimmed.size());
+        h.value.erase(0, lead);
         if (iequals(h.name, "transfer-encoding")) {
             s.inspect_codings(h.value);
         }

@@ -38,7 +38,8 @@ void strip_hop_by_hop(std::vector<client_header>& headers) {
 
 std::vector<client_header> forwardable_headers(const request& req) {
     std::vector<client_header> all;
-    all.reserve(req.header_count() + 1);
+    // + X-Forwarded-Host here, and X-Forwarded-For and Forwarded that a proxy appends next.
+    all.reserve(req.header_count() + 3);
     std::optional<std::string_view> host;
     for (const auto h : req.headers()) {
         if (iequals(h.name, "host")) {
