@@ -293,6 +293,16 @@ bench_cpu_ticks() {
     echo "$total"
 }
 
+# bench_cpu_ticks_user PID...: utime alone (user space), in clock ticks; stime = total - this.
+bench_cpu_ticks_user() {
+    local pid total=0 v
+    for pid in "$@"; do
+        v=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ print $12 }' || true)
+        total=$((total + ${v:-0}))
+    done
+    echo "$total"
+}
+
 bench_loadavg() {
     cut -d' ' -f1-3 /proc/loadavg
 }

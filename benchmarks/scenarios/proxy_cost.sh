@@ -24,16 +24,19 @@ UPSTREAM_BACKEND=${UPSTREAM_BACKEND:-epoll}
 measure() {
     local proxy=$1 run=$2 url=$3 out="$BENCH_TMP/wrk-$1-$2.txt"
     shift 3
-    local pids=("$@") c0 u0 c1 u1 hz
+    local pids=("$@") c0 u0 c1 u1 p0 p1 hz
     hz=$(getconf CLK_TCK)
     c0=$(bench_cpu_ticks "${pids[@]}")
+    p0=$(bench_cpu_ticks_user "${pids[@]}")
     u0=$(bench_cpu_ticks "$UPSTREAM_PID")
     bench_wrk "$out" "$DURATION" -t1 -c"$CONNS" -d"${DURATION}s" --timeout 10s --latency "$url"
     c1=$(bench_cpu_ticks "${pids[@]}")
+    p1=$(bench_cpu_ticks_user "${pids[@]}")
     u1=$(bench_cpu_ticks "$UPSTREAM_PID")
     local rss
     rss=$(bench_rss_kib "${pids[@]}")
     bench_row "proxy=str:$proxy" "run=$run" @"$out.json" "proxy_cpu_s=$(python3 -c "print(($c1 - $c0) / $hz)")" \
+        "proxy_user_cpu_s=$(python3 -c "print(($p1 - $p0) / $hz)")" \
         "upstream_cpu_s=$(python3 -c "print(($u1 - $u0) / $hz)")" "rss_kib=$rss" "loadavg=str:$(bench_loadavg)"
     bench_say "$proxy run $run: $(bench_json "$out.json" rps) req/s, CPU $(((c1 - c0) * 1000 / hz)) ms," \
         "errors $(bench_json "$out.json" errors)"
