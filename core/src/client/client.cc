@@ -160,7 +160,7 @@ client_call start_streamed(client_core& core, const executor& on, client_request
     // runs where they arrive, and its end must not overtake them. A plain pointer: the call's
     // state holds both the handler (stream) and this (deliver), and runs this through its own
     // shared_ptr (client_pool::deliver), so the handler outlives every run of it.
-    auto deliver = [h = h.get()](result<client_response> r) {
+    auto deliver = [h = h.get()](const result<client_response>& r) {
         if (h->on_end) {
             h->on_end(r ? std::error_code{} : r.error());
         }
