@@ -282,24 +282,24 @@ bench_fds() {
     echo "$total"
 }
 
-# utime + stime of PIDS (all their threads), in clock ticks (getconf CLK_TCK per second).
-bench_cpu_ticks() {
-    local pid total=0 v
+# "<utime + stime> <utime>" of PIDS (all their threads), summed, in clock ticks (getconf CLK_TCK
+# per second): all CPU and its user-space share, from one read of each /proc/PID/stat.
+bench_cpu_ticks_split() {
+    local pid total=0 user=0 t u
     for pid in "$@"; do
+        t='' u=''
         # Fields after the ")" that ends the command name: utime is the 12th, stime the 13th.
-        v=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ print $12 + $13 }' || true)
-        total=$((total + ${v:-0}))
+        read -r t u < <(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ print $12 + $13, $12 }') || true
+        total=$((total + ${t:-0}))
+        user=$((user + ${u:-0}))
     done
-    echo "$total"
+    echo "$total $user"
 }
 
-# bench_cpu_ticks_user PID...: utime alone (user space), in clock ticks; stime = total - this.
-bench_cpu_ticks_user() {
-    local pid total=0 v
-    for pid in "$@"; do
-        v=$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{ print $12 }' || true)
-        total=$((total + ${v:-0}))
-    done
+# utime + stime of PIDS, in clock ticks.
+bench_cpu_ticks() {
+    local total user
+    read -r total user < <(bench_cpu_ticks_split "$@")
     echo "$total"
 }
 

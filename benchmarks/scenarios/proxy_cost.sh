@@ -26,12 +26,10 @@ measure() {
     shift 3
     local pids=("$@") c0 u0 c1 u1 p0 p1 hz
     hz=$(getconf CLK_TCK)
-    c0=$(bench_cpu_ticks "${pids[@]}")
-    p0=$(bench_cpu_ticks_user "${pids[@]}")
+    read -r c0 p0 < <(bench_cpu_ticks_split "${pids[@]}")
     u0=$(bench_cpu_ticks "$UPSTREAM_PID")
     bench_wrk "$out" "$DURATION" -t1 -c"$CONNS" -d"${DURATION}s" --timeout 10s --latency "$url"
-    c1=$(bench_cpu_ticks "${pids[@]}")
-    p1=$(bench_cpu_ticks_user "${pids[@]}")
+    read -r c1 p1 < <(bench_cpu_ticks_split "${pids[@]}")
     u1=$(bench_cpu_ticks "$UPSTREAM_PID")
     local rss
     rss=$(bench_rss_kib "${pids[@]}")
