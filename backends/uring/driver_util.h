@@ -23,6 +23,9 @@ inline constexpr std::uint16_t recv_bgid = 0;
 inline constexpr std::size_t max_send_bytes = std::size_t{1} << 30;
 // Connections taken from a listener's backlog per one-shot accept completion (fallback only).
 inline constexpr int accept_batch = 64;
+// Connections taken from a closing listener's backlog when its accept has ended: the listen
+// backlog the core asks for, so one pass empties a full queue.
+inline constexpr int close_drain_limit = 4096;
 
 template <class... Args>
 void log_to(const logger* log, log_level level, fmt::format_string<Args...> f, Args&&... args) noexcept {

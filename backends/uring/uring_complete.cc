@@ -112,8 +112,19 @@ void driver::on_cqe(const io_uring_cqe& cqe, std::vector<completion>& out) noexc
 void driver::on_accept(const op_record& r, const io_uring_cqe& cqe, bool final, fd_state& st,
                        std::vector<completion>& out) noexcept {
     if (st.closing) {
+        // Accepted while the listener was being closed: the kernel has completed the handshake
+        // and the client may have sent its request, so the owner takes it (its server answers
+        // it in the drain) rather than have it reset.
         if (cqe.res >= 0) {
-            ::close(cqe.res); // accepted while the listener was being closed: nobody takes it
+            out.push_back({r.owner, op::accept, true, cqe.res, no_buffer, nullptr});
+        }
+        if (final) {
+            // The accept waited with an exclusive wake-up (the kernel wakes one waiter per
+            // connection, the oldest first), and a cancellation that won over a wake-up ends
+            // the accept without taking the connection: on a socket another process also holds
+            // (a hand-over), that connection would wait in the queue with nobody woken for it.
+            // Take what is queued now; what arrives later wakes the other holder.
+            accept_backlog(r, out, close_drain_limit);
         }
         return;
     }
@@ -122,7 +133,7 @@ void driver::on_accept(const op_record& r, const io_uring_cqe& cqe, bool final, 
         if (final) {
             queue_rearm(r.fd, st); // one-shot accept, or a multishot the kernel ended (CQ overflow)
             if (!feat_.multishot_accept) {
-                accept_backlog(r, out);
+                accept_backlog(r, out, accept_batch);
             }
         }
         return;
@@ -152,16 +163,17 @@ void driver::on_accept(const op_record& r, const io_uring_cqe& cqe, bool final, 
     }
 }
 
-void driver::accept_backlog(const op_record& r, std::vector<completion>& out) noexcept {
-    // Without multishot accept (before 5.19) one SQE accepts one connection per loop
-    // iteration; a burst would wait in the backlog for as many iterations. The SQE's
-    // completion says the listener is busy: take what else is queued with accept4(2), as
-    // many as the epoll driver would. Only on a non-blocking listener, which cannot stall.
+void driver::accept_backlog(const op_record& r, std::vector<completion>& out, int limit) noexcept {
+    // Takes up to limit queued connections with accept4(2). Without multishot accept (before
+    // 5.19) one SQE accepts one connection per loop iteration; a burst would wait in the
+    // backlog for as many iterations. The SQE's completion says the listener is busy: take
+    // what else is queued, as many as the epoll driver would. And when a closing listener's
+    // accept ends (on_accept). Only on a non-blocking listener, which cannot stall.
     const int flags = ::fcntl(r.fd, F_GETFL);
     if (flags < 0 || (flags & O_NONBLOCK) == 0) {
         return;
     }
-    for (int i = 0; i < accept_batch; ++i) {
+    for (int i = 0; i < limit; ++i) {
         const int fd = ::accept4(r.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             return; // EAGAIN: drained; anything else: the armed SQE will report it

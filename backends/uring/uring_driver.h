@@ -156,7 +156,7 @@ private:
     void on_cqe(const io_uring_cqe& cqe, std::vector<completion>& out) noexcept;
     void on_accept(const op_record& r, const io_uring_cqe& cqe, bool final, fd_state& st,
                    std::vector<completion>& out) noexcept;
-    void accept_backlog(const op_record& r, std::vector<completion>& out) noexcept;
+    void accept_backlog(const op_record& r, std::vector<completion>& out, int limit) noexcept;
     void on_recv(const op_record& r, const io_uring_cqe& cqe, bool final, fd_state& st,
                  std::vector<completion>& out) noexcept;
     void on_recv_poll(const op_record& r, const io_uring_cqe& cqe, fd_state& st,

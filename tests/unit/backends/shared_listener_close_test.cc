@@ -3,12 +3,19 @@
 // the connections that now wait for the other holder. epoll needs an explicit EPOLL_CTL_DEL
 // for that: close() drops a registration only with the socket's last descriptor (epoll(7), Q6),
 // and a level-triggered listener kept waking the old loop (a spin, while it drained).
+// And a connection that arrives while the driver closes such a socket is either reported to
+// the closing driver (whose server answers it in its drain) or left for the other holder,
+// who is woken for it: io_uring's accept waits with an exclusive wake-up, so the oldest
+// waiter (the closing driver) is the one woken, and a cancellation that then wins over the
+// accept would leave the connection in the queue with nobody told about it.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,6 +80,82 @@ TEST(shared_listener_close, the_closing_driver_stays_quiet) {
         EXPECT_LT(returns, 10) << "the closed listener kept waking the driver";
         ::close(client);
         ::close(other_holder);
+    }
+}
+
+// Runs d until pred holds for what it reported, or 2 s pass.
+bool drive_until(io::driver& d, const std::function<bool(const io::completion&)>& pred) {
+    bool seen = false;
+    const auto end = steady::now() + std::chrono::milliseconds(2'000);
+    std::vector<io::completion> out;
+    while (!seen && steady::now() < end) {
+        out.clear();
+        d.wait(std::chrono::milliseconds(10), out);
+        for (const auto& c : out) {
+            seen = pred(c) || seen;
+        }
+    }
+    return seen;
+}
+
+TEST(shared_listener_close, a_connection_arriving_as_it_closes_reaches_one_holder) {
+    for (const std::string name : {"epoll", "uring", "blocking"}) {
+        SCOPED_TRACE(name);
+        if (!backend_unavailable_reason(name).empty()) {
+            continue;
+        }
+        const io::backend* b = find_backend(name);
+        std::string error;
+        io::driver_options o;
+        auto closing = b->create(o, error);
+        ASSERT_NE(closing, nullptr) << error;
+        auto other = b->create(o, error);
+        ASSERT_NE(other, nullptr) << error;
+        const int fd =
+            detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"), detail::reuse_port::no, 16);
+        const int other_fd = ::dup(fd);
+        int closing_owner = 0;
+        int other_owner = 0;
+        // The closing driver waits first, so an exclusive wake-up goes to it.
+        std::vector<io::completion> out;
+        ASSERT_EQ(closing->accept(fd, &closing_owner), 0);
+        closing->wait(std::chrono::milliseconds(10), out);
+        ASSERT_EQ(other->accept(other_fd, &other_owner), 0);
+        other->wait(std::chrono::milliseconds(10), out);
+        ASSERT_TRUE(out.empty());
+
+        const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(detail::bound_port(fd));
+        ASSERT_EQ(::connect(client, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+        closing->close(fd, &closing_owner);
+
+        std::vector<int> accepted; // by either driver; each is that server's connection now
+        auto take = [&accepted](const io::completion& c) {
+            if (c.kind == io::op::accept && c.result >= 0) {
+                accepted.push_back(c.result);
+            }
+            return c.kind == io::op::close;
+        };
+        ASSERT_TRUE(drive_until(*closing, take)) << "the listener's close did not complete";
+        if (accepted.empty()) {
+            drive_until(*other, [&](const io::completion& c) {
+                take(c);
+                return !accepted.empty();
+            });
+        }
+        EXPECT_EQ(accepted.size(), 1u) << "the connection reached " << accepted.size() << " holders";
+        // Nobody reset it: it is open, with nothing to read.
+        pollfd p{client, POLLIN, 0};
+        EXPECT_EQ(::poll(&p, 1, 0), 0) << "the client's connection was closed or reset";
+        for (int c : accepted) {
+            ::close(c);
+        }
+        ::close(client);
+        other->close(other_fd, &other_owner);
+        drive_until(*other, [](const io::completion& c) { return c.kind == io::op::close; });
     }
 }
 
