@@ -136,6 +136,13 @@ std::optional<std::string> upstream_tls::read_head() {
     return head;
 }
 
+std::string upstream_tls::read_some(std::size_t max) {
+    std::string out(std::min<std::size_t>(max, 1 << 20), '\0');
+    const int n = ssl_ == nullptr ? 0 : SSL_read(ssl_, out.data(), static_cast<int>(out.size()));
+    out.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    return out;
+}
+
 bool upstream_tls::write(std::string_view bytes) {
     while (ssl_ != nullptr && !bytes.empty()) {
         const int n =

@@ -67,6 +67,8 @@ public:
     bool ok() const noexcept { return ssl_ != nullptr; }
     /// Reads up to the end of a request head (a GET); nullopt at EOF, error or timeout.
     std::optional<std::string> read_head();
+    /// Reads what one TLS read gives, up to max bytes of plaintext; "" at EOF, error or timeout.
+    std::string read_some(std::size_t max);
     bool write(std::string_view bytes);
     /// Ends the stream as a TLS peer should: close_notify, then FIN.
     void close_notify() noexcept;

@@ -54,15 +54,37 @@ void* tagged(tls_driver::conn* s) noexcept {
 tls_driver::conn* untagged(void* owner) noexcept {
     return reinterpret_cast<tls_driver::conn*>(reinterpret_cast<std::uintptr_t>(owner) & ~std::uintptr_t{1});
 }
-// Whether more ciphertext waits for the peer (queued, and the rest of the send in flight) than
-// the owner's send accounts for plus max_answer_backlog: then its bytes are not read.
+// Ciphertext not yet with the kernel: queued, and the rest of the send in flight.
+std::size_t cipher_waiting(const tls_driver::conn& s) noexcept {
+    return s.queued.size() + (s.sending.size() - std::min(s.sending_off, s.sending.size()));
+}
+// Whether more ciphertext waits for the peer than the owner's send accounts for plus
+// max_answer_backlog: then its bytes are not read.
 bool backlogged(const tls_driver::conn& s) noexcept {
-    const std::size_t waiting =
-        s.queued.size() + (s.sending.size() - std::min(s.sending_off, s.sending.size()));
+    const std::size_t waiting = cipher_waiting(s);
     // The owner's plaintext still (partly) unsent, with its records' overhead: 16 KiB records,
     // at most ~330 bytes each (a CBC suite's IV, MAC and padding), and one or two iovecs.
     const std::size_t owner = s.plain_encrypted > 0 ? s.plain_encrypted + s.plain_encrypted / 32 + 4096 : 0;
     return waiting > owner + max_answer_backlog;
+}
+// What to report to the owner after a partial inner send, and counted as reported: the share
+// of the batch's plaintext whose ciphertext the kernel has taken, less what was reported. Its
+// last byte waits for the queue to empty (flush), so that the final report is never 0.
+std::size_t plain_progress(tls_driver::conn& s) noexcept {
+    const std::uint64_t total = s.batch_end - s.batch_begin;
+    if (total == 0 || s.plain_batch == 0 || s.cipher_sent <= s.batch_begin) {
+        return 0;
+    }
+    const std::uint64_t done = std::min(s.cipher_sent - s.batch_begin, total);
+    // plain_batch <= 256 KiB and total < 1 GiB: the product fits in 64 bits.
+    const auto due = std::min(static_cast<std::size_t>(s.plain_batch * done / total), s.plain_batch - 1);
+    if (due <= s.plain_reported) {
+        return 0;
+    }
+    const std::size_t now = due - s.plain_reported;
+    s.plain_reported = due;
+    s.plain_encrypted = s.plain_batch - due;
+    return now;
 }
 } // namespace
 
@@ -595,13 +617,14 @@ void tls_driver::read_plain(conn& s) noexcept {
 }
 
 void tls_driver::encrypt_owner_send(conn& s) noexcept {
-    // A send again after a partial inner send was reported as 0: what was encrypted for it is
-    // still going out, and nothing more is encrypted until all of it is with the kernel and
-    // reported. Encrypting the next 256 KiB at each such call (as this once did) grew the queue
-    // towards the whole response for a slow reader, and since the queue never emptied, its
-    // owner saw no progress until the end and cut the reader at its write deadline.
+    // A send again after a partial report: what was encrypted for it is still going out (the
+    // owner's iovec begins with what was not reported yet), and nothing more is encrypted until
+    // all of it is with the kernel and reported. Encrypting the next 256 KiB at each such call (as this once
+    // did) grew the queue towards the whole response for a slow reader, and since the queue never emptied,
+    // its owner saw no progress until the end and cut the reader at its write deadline.
     if (s.plain_encrypted == 0) {
         prime_queue(s);
+        s.batch_begin = s.cipher_sent + cipher_waiting(s);
         std::size_t offset = 0;
         for (int i = 0; i < s.owner_iovcnt && offset < max_plain_per_send; ++i) {
             const auto* base = static_cast<const char*>(s.owner_iov[i].iov_base);
@@ -619,6 +642,9 @@ void tls_driver::encrypt_owner_send(conn& s) noexcept {
             offset += len;
             s.plain_encrypted = offset;
         }
+        s.batch_end = s.cipher_sent + cipher_waiting(s);
+        s.plain_batch = offset;
+        s.plain_reported = 0;
     }
     s.encrypted = true;
     flush(s);
@@ -645,6 +671,7 @@ void tls_driver::flush(conn& s) noexcept {
                 s.send_done = true;
                 s.send_result = static_cast<std::int32_t>(s.plain_encrypted);
                 s.plain_encrypted = 0;
+                s.plain_batch = 0;
                 touch(s);
             }
             return;
@@ -676,12 +703,15 @@ void tls_driver::on_inner_sent(conn& s, std::int32_t result) noexcept {
         return;
     }
     s.sending_off += static_cast<std::size_t>(result);
+    s.cipher_sent += static_cast<std::uint64_t>(result);
     if (s.sending_off < s.sending.size() && s.owner_send && s.encrypted) {
-        // A partial send: the owner hears 0 so that its write deadline decides (a blocking
-        // driver returns after 250 ms for this), and sends again; flush() resumes then.
+        // A partial send: the owner hears how much of its plaintext went out with it (its
+        // write deadline sees progress as a plaintext send's would, not once per 256 KiB), or
+        // 0, so that its deadline decides (a blocking driver returns after 250 ms for this);
+        // it sends the rest again, and flush() resumes then.
         s.owner_send = false;
         s.send_done = true;
-        s.send_result = 0;
+        s.send_result = static_cast<std::int32_t>(plain_progress(s));
         touch(s);
         arm_inner_recv(s); // the peer reads: perhaps no longer backlogged
         return;
@@ -714,6 +744,7 @@ void tls_driver::fail_owner_send(conn& s, std::int32_t error) noexcept {
     s.send_done = true;
     s.send_result = error;
     s.plain_encrypted = 0; // nothing of it is owed any more
+    s.plain_batch = 0;
     touch(s);
 }
 

@@ -11,9 +11,10 @@
 //       to the owner as op::recv (lent: id with the top bit set, given back by release())
 //   owner send (plaintext) --> SSL_write --> ciphertext queue --> one inner send at a time
 //       (rule 7), handshake and alert records in the same queue; one op::send to the owner
-//       with the plaintext count once its ciphertext is all sent, or 0 after a partial inner
-//       send (the owner then sends the same bytes again, rule 7, and its write deadline acts;
-//       the bytes already encrypted are skipped)
+//       with the plaintext count once its ciphertext is all sent; after a partial inner send,
+//       the share of the plaintext whose ciphertext went out (or 0), and the owner sends the
+//       rest again (rule 7; the bytes already encrypted are skipped, its write deadline acts).
+//       At most 256 KiB of plaintext is encrypted ahead of the kernel.
 //   records OpenSSL makes while reading (KeyUpdate answers, alerts) join the same queue; while
 //       more than the owner's send plus 64 KiB of it waits, the inner recv is paused (the peer
 //       does not read: TCP holds it back) and re-armed as the queue drains
