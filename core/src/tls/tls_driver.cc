@@ -619,9 +619,10 @@ void tls_driver::read_plain(conn& s) noexcept {
 void tls_driver::encrypt_owner_send(conn& s) noexcept {
     // A send again after a partial report: what was encrypted for it is still going out (the
     // owner's iovec begins with what was not reported yet), and nothing more is encrypted until
-    // all of it is with the kernel and reported. Encrypting the next 256 KiB at each such call (as this once
-    // did) grew the queue towards the whole response for a slow reader, and since the queue never emptied,
-    // its owner saw no progress until the end and cut the reader at its write deadline.
+    // all of it is with the kernel and reported. Encrypting the next 256 KiB at each such call
+    // (as this once did) grew the queue towards the whole response for a slow reader, and
+    // since the queue never emptied, its owner saw no progress until the end and cut the
+    // reader at its write deadline.
     if (s.plain_encrypted == 0) {
         prime_queue(s);
         s.batch_begin = s.cipher_sent + cipher_waiting(s);
