@@ -37,8 +37,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr std::size_t payload_bytes = 256 * 1024; // one encryption batch of the decorator
-constexpr int small_buffer = 8 * 1024;            // the kernel doubles it
+constexpr std::size_t payload_bytes = std::size_t{256} * 1024; // one encryption batch of the decorator
+constexpr int small_buffer = 8 * 1024;                         // the kernel doubles it
 
 std::string patterned(std::size_t n) {
     std::string s(n, '\0');
