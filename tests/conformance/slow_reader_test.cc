@@ -88,9 +88,10 @@ TEST_P(slow_reader_test, a_client_reading_slowly_is_cut_off_after_the_write_time
 
 TEST_P(slow_reader_test, min_send_rate_extends_the_budget_by_the_size_of_the_response) {
     // 32 MiB at 16 MiB/s: 2 s of allowance on top of the 2 s; the slow reader (~1.6 MB/s) is
-    // cut off after that, not before. The no-progress bound is 2 s too, not 1 s: over TLS the
-    // server hears of progress once per 256 KiB of plaintext (tls_driver.h), which a reader
-    // slowed by a loaded machine can take longer than 1 s to take in.
+    // cut off after that, not before. The no-progress bound is 2 s too, not 1 s: a send makes
+    // progress only when the kernel frees a good part of a loopback send buffer (autotuned to
+    // MiBs), which a reader slowed by a loaded machine can take longer than 1 s to take in (and
+    // over TLS, until 2026-12-06, progress was reported once per 256 KiB, tls_driver.h).
     srv().config().limits.write_timeout_ms = 2000;
     srv().config().limits.min_send_rate = 16u << 20;
     srv().start();
