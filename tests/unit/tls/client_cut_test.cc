@@ -7,29 +7,20 @@
 // body cut short is then taken whole (the gateway_tls_stream_test failure of stop 22's TSan
 // run). A close_notify is a clean end: a paused owner may hear 0 at once, and when it receives
 // again it gets the rest of the bytes, then 0.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <sluice/backend.h>
-#include <sluice/client.h>
-#include <sluice/log.h>
 
-#include "client/upstream.h"
-#include "support/backend_matrix.h"
 #include "support/fake_upstream.h"
-#include "tls/client_tls_context.h"
 #include "tls/tls_driver.h"
+#include "unit/tls/tls_client_rig.h"
 
 namespace sluice::test {
 namespace {
@@ -45,18 +36,6 @@ struct what_the_owner_heard {
 
 class client_cut : public ::testing::TestWithParam<const char*> {
 protected:
-    std::unique_ptr<io::driver> make_inner() {
-        const io::backend* b = find_backend(GetParam());
-        if (b == nullptr) {
-            ADD_FAILURE() << "no backend named " << GetParam();
-            return nullptr;
-        }
-        std::string error;
-        auto d = b->create(io::driver_options{}, error);
-        EXPECT_NE(d, nullptr) << GetParam() << ": " << error;
-        return d;
-    }
-
     // The upstream sends `head`, waits until the owner has paused, sends `tail_bytes` more and
     // ends as told. Fills what the owner heard while paused, and after it received again.
     void run(ending how, std::size_t tail_bytes, what_the_owner_heard& paused,
@@ -86,80 +65,48 @@ protected:
             (void)c.wait_closed(10s);
         });
 
-        auto inner = make_inner();
-        ASSERT_NE(inner, nullptr);
-        detail::tls_driver d(std::move(inner), nullptr);
-        upstream_options uo;
-        uo.resolve_interval = 0ms;
-        const detail::upstream_state state({"https://" + up.address()}, uo);
-        client_tls_options o;
-        o.verify = tls_verify::none;
-        detail::client_tls_context ctx(o, state, logger{log_level::error});
-
-        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        ASSERT_GE(fd, 0);
-        ASSERT_EQ(d.adopt_client(fd, ctx, 0), 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(up.port());
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int owner = 0; // only its address matters
-        ASSERT_EQ(d.connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr, &owner), 0);
-
-        std::vector<io::completion> out;
-        bool connected = false;
-        bool closed = false;
+        tls_client_rig rig(GetParam(), up);
+        ASSERT_TRUE(rig.ok());
+        detail::tls_driver& d = rig.driver();
+        const int fd = rig.fd();
+        void* const owner = rig.owner();
         what_the_owner_heard* heard = nullptr;
         // Pumps the driver until `done` or the deadline; collects what reaches the owner.
         const auto pump = [&](auto done, std::chrono::milliseconds budget) {
-            const auto until = std::chrono::steady_clock::now() + budget;
-            while (!done() && std::chrono::steady_clock::now() < until) {
-                out.clear();
-                ASSERT_GE(d.wait(10ms, out), 0);
-                for (const io::completion& c : out) {
-                    ASSERT_EQ(c.owner, &owner);
-                    if (c.kind == io::op::connect) {
-                        ASSERT_EQ(c.result, 0) << "handshake";
-                        connected = true;
-                    } else if (c.kind == io::op::close) {
-                        closed = true;
-                    } else if (c.kind == io::op::recv && heard != nullptr) {
-                        if (c.result > 0) {
-                            heard->bytes.append(c.data, static_cast<std::size_t>(c.result));
-                        } else if (!c.more && c.result != -ECANCELED) {
-                            heard->ends.push_back(c.result);
-                        }
-                    }
-                    if (c.kind == io::op::recv && c.buffer != io::no_buffer) {
-                        d.release(c.buffer);
+            rig.pump(done, budget, [&](const io::completion& c) {
+                if (c.kind == io::op::recv && heard != nullptr) {
+                    if (c.result > 0) {
+                        heard->bytes.append(c.data, static_cast<std::size_t>(c.result));
+                    } else if (!c.more && c.result != -ECANCELED) {
+                        heard->ends.push_back(c.result);
                     }
                 }
-            }
+            });
         };
 
-        pump([&] { return connected; }, 10s);
-        ASSERT_TRUE(connected);
+        pump([&] { return rig.connected; }, 10s);
+        ASSERT_TRUE(rig.connected);
         what_the_owner_heard first;
         heard = &first;
-        ASSERT_EQ(d.recv(fd, &owner), 0);
+        ASSERT_EQ(d.recv(fd, owner), 0);
         pump([&] { return first.bytes.size() >= head.size(); }, 10s);
         ASSERT_EQ(first.bytes, head);
 
         // Paused: the tail and the end arrive meanwhile; what a paused owner hears is kept apart.
         heard = &paused;
-        d.pause_recv(fd, &owner);
+        d.pause_recv(fd, owner);
         owner_paused = true;
         pump([&] { return ended.load(); }, 10s);
         ASSERT_TRUE(ended.load());
         pump([] { return false; }, 300ms); // the FIN reaches the socket; the decorator sees it
 
         heard = &resumed;
-        ASSERT_EQ(d.recv(fd, &owner), 0);
+        ASSERT_EQ(d.recv(fd, owner), 0);
         pump([&] { return !resumed.ends.empty(); }, 10s);
         heard = nullptr;
-        d.close(fd, &owner);
-        pump([&] { return closed; }, 10s);
-        ASSERT_TRUE(closed);
+        d.close(fd, owner);
+        pump([&] { return rig.closed; }, 10s);
+        ASSERT_TRUE(rig.closed);
     }
 };
 

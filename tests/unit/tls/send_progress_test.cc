@@ -8,29 +8,21 @@
 // a few KiB at a time: the owner hears many positive reports, they add up to what it sent,
 // each resend from its own offset (as connection.cc does) carries on where the last left off,
 // and the peer reads exactly the bytes sent.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <sluice/backend.h>
-#include <sluice/client.h>
-#include <sluice/log.h>
 
-#include "client/upstream.h"
-#include "support/backend_matrix.h"
 #include "support/fake_upstream.h"
-#include "tls/client_tls_context.h"
 #include "tls/tls_driver.h"
+#include "unit/tls/tls_client_rig.h"
 
 namespace sluice::test {
 namespace {
@@ -73,59 +65,23 @@ TEST_P(send_progress, a_slow_peer_s_reading_is_reported_as_it_goes) {
         (void)c.wait_closed(10s);
     });
 
-    const io::backend* b = find_backend(GetParam());
-    ASSERT_NE(b, nullptr);
-    std::string error;
-    auto inner = b->create(io::driver_options{}, error);
-    ASSERT_NE(inner, nullptr) << error;
-    detail::tls_driver d(std::move(inner), nullptr);
-    upstream_options uo;
-    uo.resolve_interval = 0ms;
-    const detail::upstream_state state({"https://" + up.address()}, uo);
-    client_tls_options o;
-    o.verify = tls_verify::none;
-    detail::client_tls_context ctx(o, state, logger{log_level::error});
-
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small_buffer, sizeof small_buffer), 0);
-    ASSERT_EQ(d.adopt_client(fd, ctx, 0), 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(up.port());
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int owner = 0;
-    ASSERT_EQ(d.connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr, &owner), 0);
-
-    std::vector<io::completion> out;
-    bool connected = false;
-    bool closed = false;
+    tls_client_rig rig(GetParam(), up, small_buffer);
+    ASSERT_TRUE(rig.ok());
+    detail::tls_driver& d = rig.driver();
+    const int fd = rig.fd();
+    void* const owner = rig.owner();
     bool send_reported = false;
     std::int32_t send_result = 0;
     const auto pump = [&](auto done, std::chrono::milliseconds budget) {
-        const auto until = std::chrono::steady_clock::now() + budget;
-        while (!done() && std::chrono::steady_clock::now() < until) {
-            out.clear();
-            ASSERT_GE(d.wait(10ms, out), 0);
-            for (const io::completion& c : out) {
-                ASSERT_EQ(c.owner, &owner);
-                if (c.kind == io::op::connect) {
-                    ASSERT_EQ(c.result, 0) << "handshake";
-                    connected = true;
-                } else if (c.kind == io::op::send) {
-                    send_reported = true;
-                    send_result = c.result;
-                } else if (c.kind == io::op::close) {
-                    closed = true;
-                }
-                if (c.kind == io::op::recv && c.buffer != io::no_buffer) {
-                    d.release(c.buffer);
-                }
+        rig.pump(done, budget, [&](const io::completion& c) {
+            if (c.kind == io::op::send) {
+                send_reported = true;
+                send_result = c.result;
             }
-        }
+        });
     };
-    pump([&] { return connected; }, 10s);
-    ASSERT_TRUE(connected);
+    pump([&] { return rig.connected; }, 10s);
+    ASSERT_TRUE(rig.connected);
 
     // The owner's loop: send the rest from its offset, wait for the report, add it up.
     std::size_t off = 0;
@@ -135,7 +91,7 @@ TEST_P(send_progress, a_slow_peer_s_reading_is_reported_as_it_goes) {
     iovec iov{};
     while (off < payload.size() && std::chrono::steady_clock::now() < until) {
         iov = {const_cast<char*>(payload.data()) + off, payload.size() - off};
-        ASSERT_EQ(d.send(fd, &iov, 1, &owner), 0);
+        ASSERT_EQ(d.send(fd, &iov, 1, owner), 0);
         ++sends;
         send_reported = false;
         pump([&] { return send_reported; }, 10s);
@@ -156,9 +112,9 @@ TEST_P(send_progress, a_slow_peer_s_reading_is_reported_as_it_goes) {
     ASSERT_TRUE(read_all.load()) << "the peer did not read it all within 20 s";
     EXPECT_TRUE(received == payload) << "the peer read " << received.size() << " bytes, not the "
                                      << payload.size() << " sent (or other ones)";
-    d.close(fd, &owner);
-    pump([&] { return closed; }, 10s);
-    EXPECT_TRUE(closed);
+    d.close(fd, owner);
+    pump([&] { return rig.closed; }, 10s);
+    EXPECT_TRUE(rig.closed);
 }
 
 INSTANTIATE_TEST_SUITE_P(backends, send_progress, ::testing::Values("epoll", "uring"),
