@@ -9,13 +9,12 @@
 // waiter (the closing driver) is the one woken, and a cancellation that then wins over the
 // accept would leave the connection in the queue with nobody told about it.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,47 +23,73 @@
 #include "server/socket_util.h"
 #include "support/backend_matrix.h"
 #include "support/deadline.h"
+#include "support/test_client.h"
 
 namespace sluice::test {
 namespace {
 
 using steady = std::chrono::steady_clock;
 
-TEST(shared_listener_close, the_closing_driver_stays_quiet) {
-    for (const std::string name : {"epoll", "uring", "blocking"}) {
-        SCOPED_TRACE(name);
-        if (!backend_unavailable_reason(name).empty()) {
-            continue;
+// The backends of the test that can run here.
+const std::vector<std::string>& available_backends() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const std::string name : {"epoll", "uring", "blocking"}) {
+            if (backend_unavailable_reason(name).empty()) {
+                out.push_back(name);
+            }
         }
-        const io::backend* b = find_backend(name);
-        std::string error;
-        io::driver_options o;
-        auto d = b->create(o, error);
-        ASSERT_NE(d, nullptr) << error;
-        const int fd =
-            detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"), detail::reuse_port::no, 16);
+        return out;
+    }();
+    return names;
+}
+
+std::unique_ptr<io::driver> make_driver(const std::string& name) {
+    std::string error;
+    auto d = find_backend(name)->create(io::driver_options{}, error);
+    EXPECT_NE(d, nullptr) << error;
+    return d;
+}
+
+int open_loopback_listener() {
+    return detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"), detail::reuse_port::no, 16);
+}
+
+// Runs d until pred holds for what it reported, or the default deadline passes.
+bool drive_until(io::driver& d, const std::function<bool(const io::completion&)>& pred) {
+    bool seen = false;
+    const auto end = steady::now() + default_timeout;
+    std::vector<io::completion> out;
+    while (!seen && steady::now() < end) {
+        out.clear();
+        d.wait(std::chrono::milliseconds(10), out);
+        for (const auto& c : out) {
+            seen = pred(c) || seen;
+        }
+    }
+    return seen;
+}
+
+bool is_close(const io::completion& c) {
+    return c.kind == io::op::close;
+}
+
+TEST(shared_listener_close, the_closing_driver_stays_quiet) {
+    for (const std::string& name : available_backends()) {
+        SCOPED_TRACE(name);
+        auto d = make_driver(name);
+        ASSERT_NE(d, nullptr);
+        const int fd = open_loopback_listener();
         const int other_holder = ::dup(fd);
         int owner = 0;
         ASSERT_EQ(d->accept(fd, &owner), 0);
         std::vector<io::completion> out;
         d->wait(std::chrono::milliseconds(10), out); // io_uring submits the accept here
         d->close(fd, &owner);
-        bool closed = false;
-        ASSERT_TRUE(wait_until([&] {
-            out.clear();
-            d->wait(std::chrono::milliseconds(10), out);
-            for (const auto& c : out) {
-                closed = closed || c.kind == io::op::close;
-            }
-            return closed;
-        }));
+        ASSERT_TRUE(drive_until(*d, is_close));
         // A client connects: the connection waits in the queue, for the other holder.
-        const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(detail::bound_port(other_holder));
-        ASSERT_EQ(::connect(client, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+        test_client client(detail::bound_port(other_holder), default_timeout, client_transport::plain);
+        ASSERT_TRUE(client.connected()) << client.error();
         int returns = 0;
         std::size_t accepted = 0;
         const auto end = steady::now() + std::chrono::milliseconds(300);
@@ -78,41 +103,17 @@ TEST(shared_listener_close, the_closing_driver_stays_quiet) {
         }
         EXPECT_EQ(accepted, 0u) << "a closed listener reported a connection";
         EXPECT_LT(returns, 10) << "the closed listener kept waking the driver";
-        ::close(client);
         ::close(other_holder);
     }
 }
 
-// Runs d until pred holds for what it reported, or 2 s pass.
-bool drive_until(io::driver& d, const std::function<bool(const io::completion&)>& pred) {
-    bool seen = false;
-    const auto end = steady::now() + std::chrono::milliseconds(2'000);
-    std::vector<io::completion> out;
-    while (!seen && steady::now() < end) {
-        out.clear();
-        d.wait(std::chrono::milliseconds(10), out);
-        for (const auto& c : out) {
-            seen = pred(c) || seen;
-        }
-    }
-    return seen;
-}
-
 TEST(shared_listener_close, a_connection_arriving_as_it_closes_reaches_one_holder) {
-    for (const std::string name : {"epoll", "uring", "blocking"}) {
+    for (const std::string& name : available_backends()) {
         SCOPED_TRACE(name);
-        if (!backend_unavailable_reason(name).empty()) {
-            continue;
-        }
-        const io::backend* b = find_backend(name);
-        std::string error;
-        io::driver_options o;
-        auto closing = b->create(o, error);
-        ASSERT_NE(closing, nullptr) << error;
-        auto other = b->create(o, error);
-        ASSERT_NE(other, nullptr) << error;
-        const int fd =
-            detail::open_listener(detail::resolve_listen_address("127.0.0.1:0"), detail::reuse_port::no, 16);
+        auto closing = make_driver(name);
+        auto other = make_driver(name);
+        ASSERT_TRUE(closing != nullptr && other != nullptr);
+        const int fd = open_loopback_listener();
         const int other_fd = ::dup(fd);
         int closing_owner = 0;
         int other_owner = 0;
@@ -124,12 +125,8 @@ TEST(shared_listener_close, a_connection_arriving_as_it_closes_reaches_one_holde
         other->wait(std::chrono::milliseconds(10), out);
         ASSERT_TRUE(out.empty());
 
-        const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons(detail::bound_port(fd));
-        ASSERT_EQ(::connect(client, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+        test_client client(detail::bound_port(fd), default_timeout, client_transport::plain);
+        ASSERT_TRUE(client.connected()) << client.error();
         closing->close(fd, &closing_owner);
 
         std::vector<int> accepted; // by either driver; each is that server's connection now
@@ -137,7 +134,7 @@ TEST(shared_listener_close, a_connection_arriving_as_it_closes_reaches_one_holde
             if (c.kind == io::op::accept && c.result >= 0) {
                 accepted.push_back(c.result);
             }
-            return c.kind == io::op::close;
+            return is_close(c);
         };
         ASSERT_TRUE(drive_until(*closing, take)) << "the listener's close did not complete";
         if (accepted.empty()) {
@@ -148,14 +145,13 @@ TEST(shared_listener_close, a_connection_arriving_as_it_closes_reaches_one_holde
         }
         EXPECT_EQ(accepted.size(), 1u) << "the connection reached " << accepted.size() << " holders";
         // Nobody reset it: it is open, with nothing to read.
-        pollfd p{client, POLLIN, 0};
+        pollfd p{client.fd(), POLLIN, 0};
         EXPECT_EQ(::poll(&p, 1, 0), 0) << "the client's connection was closed or reset";
         for (int c : accepted) {
             ::close(c);
         }
-        ::close(client);
         other->close(other_fd, &other_owner);
-        drive_until(*other, [](const io::completion& c) { return c.kind == io::op::close; });
+        drive_until(*other, is_close);
     }
 }
 
