@@ -34,17 +34,15 @@ struct tls_driver::conn {
     iovec iov{};
     bool inner_sending = false;
 
-    // The owner's send: its iovec (valid until its completion, rule 7), and how many of its
-    // bytes are encrypted and not yet reported (kept across a partial report: the owner sends
-    // them again, from where the report left it).
+    // The owner's send: its iovec (valid until its completion, rule 7), and the batch of its
+    // bytes last encrypted: plain_batch bytes of plaintext (0: none in the queue), whose
+    // ciphertext lies between batch_begin and batch_end in the count of bytes the kernel took
+    // (cipher_sent), plain_reported of them reported. The rest is kept across a partial
+    // report: the owner sends it again, from where the report left it.
     const iovec* owner_iov = nullptr;
     int owner_iovcnt = 0;
     bool owner_send = false;
-    bool encrypted = false; ///< owner_iov's bytes up to plain_encrypted are in the queue
-    std::size_t plain_encrypted = 0;
-    // The batch last encrypted for the owner: plain_batch bytes of plaintext, the ciphertext
-    // between batch_begin and batch_end in the count of bytes the kernel took (cipher_sent);
-    // plain_reported of them the owner has heard of.
+    bool encrypted = false; ///< the batch is owner_iov's first unreported bytes
     std::uint64_t cipher_sent = 0;
     std::uint64_t batch_begin = 0;
     std::uint64_t batch_end = 0;

@@ -58,13 +58,18 @@ tls_driver::conn* untagged(void* owner) noexcept {
 std::size_t cipher_waiting(const tls_driver::conn& s) noexcept {
     return s.queued.size() + (s.sending.size() - std::min(s.sending_off, s.sending.size()));
 }
+// The owner's plaintext encrypted and not yet reported.
+std::size_t plain_unreported(const tls_driver::conn& s) noexcept {
+    return s.plain_batch - s.plain_reported;
+}
 // Whether more ciphertext waits for the peer than the owner's send accounts for plus
 // max_answer_backlog: then its bytes are not read.
 bool backlogged(const tls_driver::conn& s) noexcept {
     const std::size_t waiting = cipher_waiting(s);
     // The owner's plaintext still (partly) unsent, with its records' overhead: 16 KiB records,
     // at most ~330 bytes each (a CBC suite's IV, MAC and padding), and one or two iovecs.
-    const std::size_t owner = s.plain_encrypted > 0 ? s.plain_encrypted + s.plain_encrypted / 32 + 4096 : 0;
+    const std::size_t plain = plain_unreported(s);
+    const std::size_t owner = plain > 0 ? plain + plain / 32 + 4096 : 0;
     return waiting > owner + max_answer_backlog;
 }
 // What to report to the owner after a partial inner send, and counted as reported: the share
@@ -83,7 +88,6 @@ std::size_t plain_progress(tls_driver::conn& s) noexcept {
     }
     const std::size_t now = due - s.plain_reported;
     s.plain_reported = due;
-    s.plain_encrypted = s.plain_batch - due;
     return now;
 }
 } // namespace
@@ -623,7 +627,7 @@ void tls_driver::encrypt_owner_send(conn& s) noexcept {
     // (as this once did) grew the queue towards the whole response for a slow reader, and
     // since the queue never emptied, its owner saw no progress until the end and cut the
     // reader at its write deadline.
-    if (s.plain_encrypted == 0) {
+    if (s.plain_batch == 0) {
         prime_queue(s);
         s.batch_begin = s.cipher_sent + cipher_waiting(s);
         std::size_t offset = 0;
@@ -641,7 +645,6 @@ void tls_driver::encrypt_owner_send(conn& s) noexcept {
                 return;
             }
             offset += len;
-            s.plain_encrypted = offset;
         }
         s.batch_end = s.cipher_sent + cipher_waiting(s);
         s.plain_batch = offset;
@@ -670,8 +673,7 @@ void tls_driver::flush(conn& s) noexcept {
                 // Every byte encrypted for the owner is with the kernel.
                 s.owner_send = false;
                 s.send_done = true;
-                s.send_result = static_cast<std::int32_t>(s.plain_encrypted);
-                s.plain_encrypted = 0;
+                s.send_result = static_cast<std::int32_t>(plain_unreported(s));
                 s.plain_batch = 0;
                 touch(s);
             }
@@ -744,8 +746,7 @@ void tls_driver::fail_owner_send(conn& s, std::int32_t error) noexcept {
     s.owner_send = false;
     s.send_done = true;
     s.send_result = error;
-    s.plain_encrypted = 0; // nothing of it is owed any more
-    s.plain_batch = 0;
+    s.plain_batch = 0; // nothing of it is owed any more
     touch(s);
 }
 
