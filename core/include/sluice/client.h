@@ -136,7 +136,7 @@ struct client_options {
     /// How long an address that refused or timed out is skipped (nginx fail_timeout).
     std::chrono::milliseconds fail_timeout{10000};
     /// Head plus buffered body of one response (response_too_large beyond).
-    std::size_t max_response_bytes = 64u * 1024 * 1024;
+    std::size_t max_response_bytes = std::size_t{64} * 1024 * 1024;
     /// TLS settings for https:// addresses.
     client_tls_options tls{};
     /// Where the client's warnings go (a certificate rejected and why, verification off, an

@@ -22,7 +22,7 @@ namespace {
 // far below it (backend.h rule 5), so release() can tell whose buffer it is given.
 constexpr std::uint32_t own_buffer = 0x8000'0000U;
 // One SSL_read asks for a full record's worth.
-constexpr std::size_t plain_chunk = 16 * 1024;
+constexpr std::size_t plain_chunk = std::size_t{16} * 1024;
 constexpr std::size_t plain_buffer_bytes = plain_chunk * 2;
 // The most plaintext one owner send() encrypts: a 1 GiB response is not doubled in memory; the
 // owner sends the rest (rule 7: fewer bytes than asked).
@@ -49,9 +49,11 @@ bool is_tagged(const void* owner) noexcept {
 
 namespace {
 void* tagged(tls_driver::conn* s) noexcept {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(s) | 1U);
 }
 tls_driver::conn* untagged(void* owner) noexcept {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
     return reinterpret_cast<tls_driver::conn*>(reinterpret_cast<std::uintptr_t>(owner) & ~std::uintptr_t{1});
 }
 // Ciphertext not yet with the kernel: queued, and the rest of the send in flight.
@@ -881,7 +883,7 @@ void tls_driver::give_string(std::string& str) noexcept {
     if (str.capacity() <= 15) {
         return; // nothing allocated (the small-string buffer)
     }
-    if (spare_strings_.size() < max_spares && str.capacity() <= 64 * 1024) {
+    if (spare_strings_.size() < max_spares && str.capacity() <= std::size_t{64} * 1024) {
         try {
             str.clear();
             spare_strings_.push_back(std::move(str));
