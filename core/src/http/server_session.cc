@@ -1,5 +1,5 @@
-// The server session over llhttp (8.1, no lenient flags; obs-fold, which llhttp unfolds, is
-// refused here). See server_session.h for the
+// The server session over llhttp (8.1, LLHTTP_STRICT_MODE, no lenient flags; obs-fold, which
+// llhttp unfolds, is refused here). See server_session.h for the
 // state diagram and the statuses.
 //
 // How the pieces fit:
@@ -116,6 +116,11 @@ struct server_session::callbacks {
 
     static int on_version(llhttp_t* p, const char* at, std::size_t n) noexcept {
         server_session& s = self(p);
+        // llhttp also reads "RTSP/" and "ICE/" request lines; HTTP-name is the case-sensitive
+        // "HTTP" (RFC 9112 §2.3). The version's first piece follows the name and its slash.
+        if (s.version_len_ == 0 && !s.follows(s.head_offset(at), "HTTP/")) {
+            return fail(p, span_error, 400, "invalid protocol in request line");
+        }
         s.version_len_ += n;
         s.version_end_ = s.head_offset(at + n);
         return 0;
@@ -182,7 +187,14 @@ struct server_session::callbacks {
         // break. RFC 9112 §5.2 allows 400 or replacing it; we refuse (issue 7): a proxy could
         // not forward the header byte-exact, and other hops may split it differently.
         if (n == 0) {
-            return 0; // llhttp reports an empty value as an empty piece, after its line break
+            // llhttp reports an empty value as an empty piece at the start of the next line. A
+            // second line break since the colon is an empty line folded onto a blank one
+            // ("X:\r\n \r\n"), which llhttp drops without a piece of its own.
+            if (s.header_state_ == header_state::colon &&
+                s.line_breaks_between(s.span_end_ + 1, s.head_offset(at)) > 1) {
+                return fail(p, span_error, 400, "obsolete line folding in a header");
+            }
+            return 0;
         }
         // The last field piece marked (span_end_) is the value's previous piece, or before the
         // first one the name's last.
@@ -478,6 +490,28 @@ std::size_t server_session::head_offset(const char* p) const noexcept {
     return head_bytes_ + static_cast<std::size_t>(p - exec_begin_);
 }
 
+bool server_session::follows(std::size_t off, std::string_view text) const noexcept {
+    if (off < text.size()) {
+        return false;
+    }
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (head_byte(off - text.size() + i) != text[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+std::size_t server_session::line_breaks_between(std::size_t from, std::size_t to) const noexcept {
+    std::size_t n = 0;
+    for (std::size_t off = from; off < to; ++off) {
+        if (head_byte(off) == '\n') {
+            ++n;
+        }
+    }
+    return n;
+}
+
 bool server_session::line_break_before_value(std::size_t value_start) const noexcept {
     // An empty first line folded onto the next ("X:\r\n b") reaches the value as leading
     // whitespace: between the colon (just past the name's last piece, which is the last piece
@@ -528,6 +562,9 @@ void server_session::inspect_header(std::string_view name, std::string_view valu
         if (!iequals(name, transfer_encoding_field)) {
             return;
         }
+        // The field counts even when it names no coding: a hop that reads any Transfer-Encoding
+        // as chunked would frame the body differently.
+        te_seen_ = true;
         // transfer-coding list (RFC 9112 §6.1), possibly over several header lines, each
         // member "name *( OWS ; OWS param )". Empty members are allowed (RFC 9110 §5.6.1).
         while (!value.empty()) {
@@ -538,7 +575,6 @@ void server_session::inspect_header(std::string_view name, std::string_view valu
             if (member.empty()) {
                 continue;
             }
-            te_seen_ = true;
             te_last_chunked_ = iequals(member, "chunked");
             if (te_last_chunked_) {
                 ++te_chunked_count_;
@@ -565,10 +601,18 @@ int server_session::check_head() noexcept {
     if (http11 && host_headers_ == 0) {
         return callbacks::fail(p, callback_error, 400, "missing Host header");
     }
+    const bool has_length = (p->flags & F_CONTENT_LENGTH) != 0;
     if (te_seen_ || (p->flags & F_TRANSFER_ENCODING) != 0) {
         // RFC 9112 §6.1: Transfer-Encoding in an HTTP/1.0 message means faulty framing.
         if (!http11) {
             return callbacks::fail(p, callback_error, 400, "Transfer-Encoding in an HTTP/1.0 request");
+        }
+        // RFC 9112 §6.3 item 3; llhttp checks it only when the field names a coding.
+        if (has_length) {
+            return callbacks::fail(p, callback_error, 400, "both Content-Length and Transfer-Encoding");
+        }
+        if (te_chunked_count_ == 0 && !te_other_coding_) {
+            return callbacks::fail(p, callback_error, 400, "empty Transfer-Encoding");
         }
         // RFC 9112 §6.3 item 4: chunked must be the final coding, and §7.1 forbids applying it
         // twice; otherwise the body length cannot be known.
@@ -586,7 +630,6 @@ int server_session::check_head() noexcept {
     }
     // Refuse a declared body over the limit before reading it, and before any 100 Continue
     // (RFC 9110 §10.1.1: the server may answer with a final status instead).
-    const bool has_length = (p->flags & F_CONTENT_LENGTH) != 0;
     if (has_length && p->content_length > limits_.max_body_bytes) {
         return callbacks::fail(p, callback_error, 413, "request body too large");
     }

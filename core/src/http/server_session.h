@@ -116,6 +116,8 @@ private:
     void fail_parse(llhttp_errno_t err, std::string_view input) noexcept;
     std::size_t head_offset(const char* p) const noexcept;
     bool line_break_before_value(std::size_t value_start) const noexcept;
+    bool follows(std::size_t off, std::string_view text) const noexcept; // head bytes before off are text
+    std::size_t line_breaks_between(std::size_t from, std::size_t to) const noexcept; // LFs in [from, to)
     void inspect_header(std::string_view name, std::string_view value) noexcept;
     int check_head() noexcept;
 

@@ -183,13 +183,31 @@ TEST(ServerSession, RejectsObsoleteLineFoldingWith400) {
           "GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n\tb\r\n\r\n"s,
           "GET / HTTP/1.1\r\nX: a\r\n  b\r\nHost: h\r\n\r\n"s,
           "GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n \r\n\r\n"s, "GET / HTTP/1.1\r\nHost: h\r\nX:\r\n b\r\n\r\n"s,
-          "GET / HTTP/1.1\r\nHost: h\r\nX: a \r\n\t \r\n\r\n"s}) {
+          "GET / HTTP/1.1\r\nHost: h\r\nX: a \r\n\t \r\n\r\n"s,
+          // An empty first line folded onto a blank one: llhttp reports no piece of either.
+          "GET / HTTP/1.1\r\nHost: h\r\nX:\r\n \r\nConnection: close\r\n\r\n"s,
+          "GET / HTTP/1.1\r\nHost: h\r\nX: \r\n \r\n\r\n"s, "GET / HTTP/1.1\r\nX:\r\n\t\r\nHost: h\r\n\r\n"s,
+          "GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:\r\n \r\n\r\n"s}) {
         const auto o = drive_whole(in);
         EXPECT_TRUE(o.requests.empty()) << printable_for_test(in);
         EXPECT_EQ(o.error_status, 400) << printable_for_test(in) << ": " << o.error_reason;
         EXPECT_EQ(drive_bytewise(in).error_status, 400) << "byte by byte: " << printable_for_test(in);
         for (std::size_t cut = 1; cut < in.size(); ++cut) {
             ASSERT_EQ(drive(in, {cut}).error_status, 400)
+                << "cut at " << cut << ": " << printable_for_test(in);
+        }
+    }
+}
+
+// An empty value, with or without whitespace, is one line: not folding.
+TEST(ServerSession, AcceptsEmptyHeaderValuesWhateverTheSplit) {
+    for (const std::string& in :
+         {"GET / HTTP/1.1\r\nX:\r\nHost: h\r\n\r\n"s, "GET / HTTP/1.1\r\nHost: h\r\nX: \t \r\nY:\r\n\r\n"s}) {
+        const auto o = drive_whole(in);
+        ASSERT_EQ(o.requests.size(), 1u) << printable_for_test(in) << ": " << o.error_reason;
+        EXPECT_EQ(drive_bytewise(in).requests, o.requests) << printable_for_test(in);
+        for (std::size_t cut = 1; cut < in.size(); ++cut) {
+            ASSERT_EQ(drive(in, {cut}).requests, o.requests)
                 << "cut at " << cut << ": " << printable_for_test(in);
         }
     }
