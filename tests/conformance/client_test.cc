@@ -494,6 +494,38 @@ TEST_P(client_test, chunked_interim_and_close_delimited_responses) {
         << "a close-delimited connection is not pooled";
 }
 
+// A 304 may carry the Content-Length of the representation (RFC 9110 §8.6), and neither it nor
+// a 204 has a body whatever it declares (RFC 9112 §6.3 (1)): the call ends with the head, not at
+// the response timeout. Bytes after such a head are no body: that connection is not pooled.
+TEST_P(client_test, no_content_statuses_end_with_their_head_whatever_they_declare) {
+    std::atomic<int> conn_no{0};
+    fake_upstream up([&](upstream_conn& c) {
+        if (++conn_no == 1) {
+            if (c.read_request()) {
+                (void)c.write("HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\nETag: \"x\"\r\n\r\n");
+            }
+            if (c.read_request()) { // the same connection: nothing of the 304 was left on it
+                (void)c.write("HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\nhello");
+            }
+            (void)c.wait_closed(5s);
+            return;
+        }
+        answer_all(c);
+    });
+    make_client({up.address()}, {.response_timeout = 5s});
+    add_routes();
+    srv().start();
+    const auto began = std::chrono::steady_clock::now();
+    EXPECT_EQ(call("/cb").status, 304);
+    EXPECT_EQ(call("/co").status, 204);
+    EXPECT_LT(std::chrono::steady_clock::now() - began, 4s) << "a call waited for a body";
+    EXPECT_EQ(up.accepted(), 1);
+    EXPECT_TRUE(wait_until([&] { return client_->stats().open == 0; }))
+        << "a connection with bytes after a 204's head is not pooled";
+    EXPECT_EQ(call("/cb").body, "ok");
+    EXPECT_EQ(up.accepted(), 2);
+}
+
 TEST_P(client_test, many_concurrent_calls_share_a_small_pool) {
     // 40 calls at once, 3 connections: the rest wait their turn (FIFO) and all succeed.
     std::atomic<int> in_flight{0};

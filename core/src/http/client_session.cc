@@ -137,21 +137,26 @@ struct client_session::callbacks {
         }
         s.out_->status = status;
         s.phase_ = response_phase::body;
+        // A response to HEAD has no body whatever its headers say (RFC 9110 §9.3.2), nor has a
+        // 1xx, a 204 or a 304 (RFC 9112 §6.3 (1): it ends with its header section); 1 tells
+        // llhttp so. llhttp 8.1 skips the body of a 204 or a 304 only when it declares neither
+        // chunked nor a length, and reads one for a 1xx that does (which then went to the
+        // stream ahead of the final head: found by the client_response fuzz target).
+        const bool no_body = s.head_request_ || status < 200 || status == 204 || status == 304;
         if (s.sink_ != nullptr && status >= 200) {
             s.hold_wanted_ = false;
             s.sink_->on_response_head(*s.out_);
             if (s.hold_wanted_ && !s.head_request_) {
-                // llhttp stops here and goes on with the body after llhttp_resume() (feed()).
+                // llhttp stops here and goes on with the body after llhttp_resume() (feed()). A
+                // pause cannot return 1, so the flag that 1 would set is set here.
+                if (no_body) {
+                    p->flags |= F_SKIPBODY;
+                }
                 s.holding_ = true;
                 return HPE_PAUSED;
             }
         }
-        // A response to HEAD has no body whatever its headers say (RFC 9110 §9.3.2), nor has a
-        // 1xx (RFC 9112 §6.3 (1): it ends with its header section); 1 tells llhttp so. llhttp
-        // 8.1 reads a body for a 1xx that declares chunked or a length, which then went to the
-        // stream ahead of the final head (found by the client_response fuzz target). 204 and
-        // 304 llhttp knows itself.
-        return (s.head_request_ || status < 200) ? 1 : 0;
+        return no_body ? 1 : 0;
     }
 
     static int on_body(llhttp_t* p, const char* at, std::size_t n) noexcept {

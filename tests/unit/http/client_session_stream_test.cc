@@ -186,6 +186,18 @@ TEST_P(client_session_stream_test, a_held_body_is_parsed_only_after_the_hold_and
     }
 }
 
+// A hold does not make a body of what follows a 204's or a 304's head.
+TEST_P(client_session_stream_test, a_held_no_content_response_ends_at_release_whatever_it_declares) {
+    for (const std::string head : {"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+                                   "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
+        const held_outcome o = parse_held(head + "hello", GetParam(), 1000, false);
+        EXPECT_TRUE(o.held) << head;
+        EXPECT_EQ(o.phase, response_phase::complete) << head << ": " << o.error.message();
+        EXPECT_EQ(o.body, "") << head;
+        EXPECT_EQ(o.consumed, head.size()) << head;
+    }
+}
+
 TEST_P(client_session_stream_test, a_held_body_is_not_counted_against_max_response_bytes) {
     const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 3000\r\n\r\n";
     const std::string body(3000, 'b');

@@ -114,6 +114,22 @@ TEST_P(client_session_test, no_content_statuses_end_with_their_head) {
     }
 }
 
+// RFC 9112 §6.3 (1): a 204 or 304 ends with its head whatever it declares; RFC 9110 §8.6 lets a
+// 304 carry the Content-Length of the representation. Bytes after the head are not its body:
+// they stay with the caller, which closes the connection instead of pooling it.
+TEST_P(client_session_test, no_content_statuses_end_with_their_head_whatever_they_declare) {
+    for (const std::string head : {"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+                                   "HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\nETag: \"x\"\r\n\r\n",
+                                   "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+                                   "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n"}) {
+        const std::string wire = head + "hello";
+        auto o = parse(wire, GetParam());
+        EXPECT_EQ(o.phase, response_phase::complete) << head << ": " << o.error.message();
+        EXPECT_EQ(o.res.body, "") << head;
+        EXPECT_EQ(o.consumed, head.size()) << head;
+    }
+}
+
 TEST_P(client_session_test, http10_closes_unless_keep_alive) {
     auto o = parse("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", GetParam());
     ASSERT_EQ(o.phase, response_phase::complete);
