@@ -67,7 +67,8 @@ std::string chunked_response() {
 }
 
 void parse_response(benchmark::State& state, const std::string& bytes) {
-    http::client_session session(64 * 1024 * 1024);
+    const client_options defaults;
+    http::client_session session(defaults.max_response_bytes, defaults.max_response_head_bytes);
     client_response out;
     for (auto _ : state) {
         out.status = 0;

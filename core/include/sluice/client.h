@@ -73,7 +73,7 @@ enum class client_errc {
     acquire_timed_out,    ///< waited acquire_timeout for a connection of the pool
     reset,                ///< the upstream closed or reset the connection before the response ended
     malformed_response,   ///< the response broke HTTP/1.1 (bad syntax, HTTP/0.9, conflicting framing)
-    response_too_large,   ///< the response (head + body) exceeded max_response_bytes
+    response_too_large,   ///< the response exceeded max_response_bytes, or its head max_response_head_bytes
     cancelled,            ///< cancel(), the client's destruction, or the loop stopped
     invalid_request,      ///< the request cannot be sent safely (CR/LF/NUL in a field, bad method/target)
     tls_handshake_failed, ///< an https upstream's TLS handshake failed (not TLS, no common version or suite)
@@ -137,6 +137,10 @@ struct client_options {
     std::chrono::milliseconds fail_timeout{10000};
     /// Head plus buffered body of one response (response_too_large beyond).
     std::size_t max_response_bytes = std::size_t{64} * 1024 * 1024;
+    /// The response's head, interim (1xx) responses included (response_too_large beyond; nginx
+    /// says "upstream sent too big header"). The gateway passes the head on whole, so this also
+    /// bounds what it sends its own clients.
+    std::size_t max_response_head_bytes = std::size_t{64} * 1024;
     /// TLS settings for https:// addresses.
     client_tls_options tls{};
     /// Where the client's warnings go (a certificate rejected and why, verification off, an

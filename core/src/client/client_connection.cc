@@ -31,8 +31,8 @@ client_errc connect_error(int rc, bool tls) noexcept {
 client_connection::client_connection(std::shared_ptr<client_pool> pool,
                                      std::shared_ptr<upstream_address> address)
     : pool_(std::move(pool)), loop_(pool_->owner_loop()), transport_(loop_, *this),
-      session_(pool_->config().options.max_response_bytes), timer_(&on_timer, this), created_(loop_.now()),
-      address_(std::move(address)) {
+      session_(pool_->config().options.max_response_bytes, pool_->config().options.max_response_head_bytes),
+      timer_(&on_timer, this), created_(loop_.now()), address_(std::move(address)) {
     // The loop runs until every connection's fd is back from the driver (rule 4). Background:
     // a stopping loop with nothing else left runs the pool's on_drained hook, which closes it.
     loop_.retain_background();

@@ -14,6 +14,7 @@
 //   the bytes from llhttp_get_error_pos() on.
 #include "http/client_session.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include <sluice/request.h>
@@ -205,7 +206,8 @@ const llhttp_settings_t& settings() noexcept {
 
 } // namespace
 
-client_session::client_session(std::size_t max_response_bytes) noexcept : max_bytes_(max_response_bytes) {
+client_session::client_session(std::size_t max_response_bytes, std::size_t max_head_bytes) noexcept
+    : max_bytes_(max_response_bytes), max_head_bytes_(max_head_bytes) {
     llhttp_init(&parser_, HTTP_RESPONSE, &settings());
     parser_.data = this;
 }
@@ -286,28 +288,34 @@ std::size_t client_session::feed(std::string_view bytes) noexcept {
     if (phase_ == response_phase::complete || phase_ == response_phase::failed || bytes.empty()) {
         return 0;
     }
-    const std::size_t allowed = max_bytes_ - received_;
-    const std::size_t n = bytes.size() < allowed ? bytes.size() : allowed;
     if (phase_ == response_phase::idle) {
         phase_ = response_phase::head;
     }
+    // received_ saturates at max_bytes_ (a streamed body may go past it), so neither wraps.
+    std::size_t allowed = max_bytes_ - received_;
+    if (phase_ == response_phase::head) {
+        allowed = std::min(allowed, max_head_bytes_ - std::min(received_, max_head_bytes_));
+    }
+    const std::size_t n = std::min(bytes.size(), allowed);
     llhttp_errno_t err = n == 0 ? HPE_OK : llhttp_execute(&parser_, bytes.data(), n);
     std::size_t used = n;
-    if (err == HPE_OK && sink_ != nullptr && phase_ == response_phase::body && n < bytes.size()) {
-        // A streamed body is not kept, so the limit held back only the head: the rest of these
-        // bytes (body, trailers, the end) goes through unbounded.
-        err = llhttp_execute(&parser_, bytes.data() + n, bytes.size() - n);
-        used = bytes.size();
+    if (err == HPE_OK && phase_ == response_phase::body && n < bytes.size()) {
+        // The rest is body (and trailers, and the end). A streamed body is not kept, so it goes
+        // through unbounded; a buffered one within what max_bytes_ leaves.
+        const std::size_t left = max_bytes_ - std::min(max_bytes_, received_ + n);
+        const std::size_t m = sink_ != nullptr ? bytes.size() - n : std::min(bytes.size() - n, left);
+        err = m == 0 ? HPE_OK : llhttp_execute(&parser_, bytes.data() + n, m);
+        used = n + m;
     }
     if (err == HPE_PAUSED) {
         used = static_cast<std::size_t>(llhttp_get_error_pos(&parser_) - bytes.data());
     } else if (err != HPE_OK) {
         fail(client_errc::malformed_response);
     }
-    // Saturating: a streamed body may exceed max_bytes_, and `allowed` must not wrap.
     received_ = used > max_bytes_ - received_ ? max_bytes_ : received_ + used;
+    // Every byte handed to llhttp is taken unless it paused: fewer means a limit held them back.
     if (phase_ != response_phase::complete && phase_ != response_phase::failed && !holding_ &&
-        used < bytes.size() && bytes.size() > allowed) {
+        used < bytes.size()) {
         fail(client_errc::response_too_large);
     }
     return used;

@@ -15,6 +15,7 @@
 // upgrade) fail it. A response to HEAD, and 204 / 304, end with their head. Trailer fields are
 // dropped. max_response_bytes bounds the head and body together; when a response_sink streams
 // the body, it bounds the head only (the body is not kept, so its size costs nothing here).
+// max_head_bytes bounds the head alone, the 1xx responses before it included.
 #pragma once
 
 #include <llhttp.h>
@@ -48,7 +49,7 @@ public:
     /// many times max_response_bytes. Beyond: response_too_large.
     static constexpr std::size_t max_fields = 1000;
 
-    explicit client_session(std::size_t max_response_bytes) noexcept;
+    client_session(std::size_t max_response_bytes, std::size_t max_head_bytes) noexcept;
     client_session(const client_session&) = delete;
     client_session& operator=(const client_session&) = delete;
 
@@ -95,6 +96,7 @@ private:
     client_response* out_ = nullptr;
     response_sink* sink_ = nullptr;
     std::size_t max_bytes_;
+    std::size_t max_head_bytes_;
     std::size_t received_ = 0;
     response_phase phase_ = response_phase::idle;
     std::error_code error_;

@@ -60,9 +60,9 @@ struct run {
     recording_sink sink;
 };
 
-void parse(std::string_view wire, std::size_t piece, std::size_t max, bool head, bool eof, bool stream,
-           run& r) {
-    client_session s(max);
+void parse(std::string_view wire, std::size_t piece, std::size_t max, std::size_t head_max, bool head,
+           bool eof, bool stream, run& r) {
+    client_session s(max, head_max);
     s.begin(head, r.res, stream ? &r.sink : nullptr);
     std::size_t at = 0;
     while (at < wire.size()) {
@@ -123,12 +123,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const unsigned shift = (data[0] >> 2) & 7;
     const std::size_t piece = shift == 0 ? 0 : std::size_t{1} << (shift - 1);
     const std::size_t max = 64 + std::size_t{16} * data[1];
+    const std::size_t head_max = 48 + std::size_t{8} * data[1]; // below max: both limits bite
     const std::string_view wire(reinterpret_cast<const char*>(data + 2), size - 2);
 
     run buffered;
     run streamed;
-    parse(wire, piece, max, head, eof, false, buffered);
-    parse(wire, piece, max, head, eof, true, streamed);
+    parse(wire, piece, max, head_max, head, eof, false, buffered);
+    parse(wire, piece, max, head_max, head, eof, true, streamed);
     if (buffered.phase == response_phase::complete && streamed.phase == response_phase::complete) {
         if (buffered.res.status != streamed.res.status || buffered.res.status != streamed.sink.status ||
             buffered.res.headers.size() != streamed.res.headers.size() ||

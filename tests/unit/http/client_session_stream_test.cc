@@ -30,8 +30,9 @@ struct stream_outcome {
     client_response res;
 };
 
-void parse(std::string_view wire, std::size_t piece, std::size_t max, bool head, stream_outcome& o) {
-    client_session s(max);
+void parse(std::string_view wire, std::size_t piece, std::size_t max, bool head, stream_outcome& o,
+           std::size_t head_max = 0) {
+    client_session s(max, head_max == 0 ? max : head_max);
     s.begin(head, o.res, &o.s);
     for (std::size_t i = 0; i < wire.size(); i += piece) {
         const std::size_t n = s.feed(wire.substr(i, piece));
@@ -77,6 +78,35 @@ TEST_P(client_session_stream_test, a_head_over_max_response_bytes_still_fails) {
     EXPECT_EQ(o.phase, response_phase::failed);
     EXPECT_EQ(o.error, make_error_code(client_errc::response_too_large));
     EXPECT_EQ(o.s.heads, 0);
+}
+
+// The head alone has a limit of its own, the interim responses before it included: a streamed
+// body may be any size, its head may not (the gateway passes it on whole).
+TEST_P(client_session_stream_test, a_head_over_max_head_bytes_fails_however_large_the_body_may_be) {
+    const std::string interim = "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n";
+    const std::string final_head =
+        "HTTP/1.1 200 OK\r\nX-Big: " + std::string(100, 'y') + "\r\nContent-Length: 3\r\n\r\n";
+    const std::string wire = interim + final_head + "abc";
+    const std::size_t head_bytes = interim.size() + final_head.size();
+    stream_outcome ok;
+    parse(wire, GetParam(), 1 << 20, false, ok, head_bytes);
+    EXPECT_EQ(ok.phase, response_phase::complete) << ok.error.message();
+    EXPECT_EQ(ok.s.body, "abc");
+    EXPECT_EQ(ok.consumed, wire.size());
+    stream_outcome o;
+    parse(wire, GetParam(), 1 << 20, false, o, head_bytes - 1);
+    EXPECT_EQ(o.phase, response_phase::failed);
+    EXPECT_EQ(o.error, make_error_code(client_errc::response_too_large));
+    EXPECT_EQ(o.s.heads, 0);
+    // A flood of interim responses is a head without end.
+    std::string flood;
+    while (flood.size() < 10'000) {
+        flood += "HTTP/1.1 100 Continue\r\n\r\n";
+    }
+    stream_outcome f;
+    parse(flood + final_head + "abc", GetParam(), 1 << 20, false, f, 4096);
+    EXPECT_EQ(f.phase, response_phase::failed);
+    EXPECT_EQ(f.error, make_error_code(client_errc::response_too_large));
 }
 
 TEST_P(client_session_stream_test, a_response_to_head_shows_its_head_and_no_body) {
@@ -128,7 +158,7 @@ struct held_outcome {
 // Feeds `wire` in pieces until the session holds the body, then releases it and feeds the rest
 // (what feed() did not take first); `eof`: the stream ends after the wire.
 held_outcome parse_held(std::string_view wire, std::size_t piece, std::size_t max, bool eof) {
-    client_session s(max);
+    client_session s(max, max);
     client_response res;
     holding_sink k;
     k.session = &s;

@@ -23,7 +23,7 @@ struct outcome {
 outcome parse(std::string_view wire, split how, bool head = false, bool eof = false,
               std::size_t max = 1 << 20) {
     outcome o;
-    client_session s(max);
+    client_session s(max, max);
     s.begin(head, o.res);
     if (how == split::whole) {
         o.consumed = s.feed(wire);
@@ -193,7 +193,7 @@ TEST_P(client_session_test, nothing_received_then_eof_is_reset) {
 }
 
 TEST(client_session, begin_reuses_the_session_for_the_next_response) {
-    client_session s(1 << 20);
+    client_session s(1 << 20, 1 << 20);
     client_response a;
     s.begin(false, a);
     ASSERT_GT(s.feed("HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"), 0u);
