@@ -146,6 +146,40 @@ TEST_P(coroutine_test, generic_operation_completed_from_another_thread) {
     EXPECT_TRUE(s->on_loop.load());
 }
 
+// The pattern on_cancel invites: the job holds the completion, the canceller holds the job. The
+// operation must let go of its canceller once it has settled, or the four hold each other (and
+// the runner, and the exchange's async state) for good.
+TEST_P(coroutine_test, a_completed_operation_lets_go_of_its_canceller) {
+    auto live = std::make_shared<std::atomic<int>>(0);
+    struct job {
+        job(completion<int> d, std::shared_ptr<std::atomic<int>> n) : done(std::move(d)), live(std::move(n)) {
+            ++*live;
+        }
+        job(const job&) = delete;
+        job& operator=(const job&) = delete;
+        ~job() { --*live; }
+        completion<int> done;
+        std::shared_ptr<std::atomic<int>> live;
+    };
+    srv().route("GET", "/cycle", [this, live](exchange& ex) -> task<> {
+        // A named operation: GCC 12 destroys a temporary's captures twice in a co_await expression.
+        auto op = async_op<int>([this, live](completion<int> done) {
+            auto j = std::make_shared<job>(done, live);
+            done.on_cancel([j] { j->done(std::make_error_code(std::errc::operation_canceled)); });
+            bg_.run([j] { j->done(42); });
+        });
+        result<int> r = co_await std::move(op);
+        ex.response().text(r ? std::to_string(*r) : r.error().message());
+    });
+    srv().start();
+    for (int i = 0; i < 5; ++i) {
+        auto r = fetch("/cycle");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->body, "42");
+    }
+    EXPECT_TRUE(wait_until([&] { return live->load() == 0; })) << live->load() << " of 5 jobs still alive";
+}
+
 TEST_P(coroutine_test, operations_completed_inline_or_at_once_in_a_row) {
     // Completions that race the first suspension (pool: while the worker still returns from the
     // handler) and completions made inside the start function itself.

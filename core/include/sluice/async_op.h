@@ -76,6 +76,10 @@ public:
     bool cancel(std::error_code error) noexcept;
     /// Registers what cancel() runs; runs it at once when the await was cancelled already.
     void set_canceller(std::function<void()> fn);
+    /// The await has settled and its coroutine resumes: the canceller can never run, and goes.
+    /// Kept, one that holds the operation's job, which holds a completion, would keep the op
+    /// and its runner for good. The runner's loop thread, never inside a completion's call.
+    void drop_canceller() noexcept;
 
     void add_completion() noexcept { completions_.fetch_add(1, std::memory_order_relaxed); }
     void drop_completion() noexcept;

@@ -61,6 +61,7 @@ bool op_base::cancel(std::error_code error) noexcept {
     {
         std::lock_guard lock(mu_);
         if (settled_) {
+            canceller = std::move(canceller_); // completed first: dropped, outside the lock
             return false;
         }
         store_error(error);
@@ -91,6 +92,14 @@ void op_base::set_canceller(std::function<void()> fn) {
     }
     if (fn) {
         fn(); // cancelled before the operation could say how: stop it now
+    }
+}
+
+void op_base::drop_canceller() noexcept {
+    std::function<void()> canceller; // goes after the lock: its captures may hold a completion
+    {
+        std::lock_guard lock(mu_);
+        canceller.swap(canceller_);
     }
 }
 

@@ -94,6 +94,7 @@ void coro_run::resume_from(op_base* op) noexcept {
         return; // cancelled meanwhile: end() resumed the coroutine already
     }
     pending_ = nullptr;
+    op->drop_canceller();
     const std::coroutine_handle<> waiter = op->waiter();
     op->release();
     step(waiter);
