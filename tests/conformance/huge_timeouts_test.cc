@@ -47,6 +47,32 @@ TEST_P(huge_timeouts_test, start_async_and_set_timeout_with_the_largest_duration
     EXPECT_EQ(events_.sequence(), "complete");
 }
 
+// A negative timeout is refused however small: rounded up to whole milliseconds, one above -1 ms
+// became 0, "no timeout", and the exchange waited for good (a deadline just past, as
+// deadline - now()).
+TEST_P(huge_timeouts_test, a_negative_timeout_is_refused_however_small) {
+    auto refused = std::make_shared<std::atomic<int>>(0);
+    srv().route("GET", "/start", [](exchange& ex) { (void)ex.start_async(std::chrono::microseconds(-500)); });
+    srv().route("GET", "/set", [refused](exchange& ex) {
+        auto ctx = ex.start_async(milliseconds(5000));
+        *refused += ctx.set_timeout(std::chrono::nanoseconds(-1)) ? 0 : 1;
+        *refused += ctx.set_timeout(std::chrono::duration<double>(-1e-4)) ? 0 : 1;
+        ctx.complete(response(200).text("done"));
+    });
+    srv().start();
+    test_client a(srv().port(), milliseconds(3000));
+    ASSERT_TRUE(a.send(get_request("/start"))) << a.error();
+    auto r = a.read_response();
+    ASSERT_TRUE(r) << a.error();
+    EXPECT_EQ(r->status, 500);
+    test_client b(srv().port(), milliseconds(3000));
+    ASSERT_TRUE(b.send(get_request("/set"))) << b.error();
+    r = b.read_response();
+    ASSERT_TRUE(r) << b.error();
+    EXPECT_EQ(r->body, "done");
+    EXPECT_EQ(refused->load(), 2);
+}
+
 TEST_P(huge_timeouts_test, post_after_with_the_largest_delay_never_runs_and_stop_still_finishes) {
     auto ran = std::make_shared<std::atomic<bool>>(false);
     srv().route("GET", "/p", [ran](exchange& ex) {

@@ -82,10 +82,11 @@ public:
     /// listener it extends the exchange (see above).
     bool set_timeout(std::chrono::milliseconds timeout) noexcept;
     /// Any duration, rounded up to whole milliseconds; one too long for them (hours::max())
-    /// saturates to milliseconds::max(), "never", instead of wrapping (duration.h).
+    /// saturates to milliseconds::max(), "never", instead of wrapping (duration.h). A negative
+    /// one, however small, is refused (false).
     template <class Rep, class Period>
     bool set_timeout(std::chrono::duration<Rep, Period> timeout) noexcept {
-        return set_timeout(detail::saturating_ceil_ms(timeout));
+        return set_timeout(detail::timeout_ceil_ms(timeout));
     }
     /// The status sent when the timeout ends the exchange: 503 by default, any 5xx allowed.
     bool set_timeout_status(int status) noexcept;

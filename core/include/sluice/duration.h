@@ -75,4 +75,15 @@ std::chrono::milliseconds saturating_ceil_ms(std::chrono::duration<Rep, Period> 
     }
 }
 
+/// A timeout's milliseconds, as saturating_ceil_ms rounds them, except that a negative duration
+/// stays negative, which start_async and set_timeout refuse: rounded up, one above -1 ms would
+/// be 0, "no timeout".
+template <class Rep, class Period>
+std::chrono::milliseconds timeout_ceil_ms(std::chrono::duration<Rep, Period> d) noexcept {
+    if (d < std::chrono::duration<Rep, Period>::zero()) {
+        return std::chrono::milliseconds(-1);
+    }
+    return saturating_ceil_ms(d);
+}
+
 } // namespace sluice::detail

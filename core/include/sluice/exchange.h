@@ -45,10 +45,11 @@ public:
     async_context start_async();
     async_context start_async(std::chrono::milliseconds timeout);
     /// Any duration, rounded up to whole milliseconds; one too long for them saturates to
-    /// milliseconds::max(), "never", instead of wrapping (duration.h).
+    /// milliseconds::max(), "never", instead of wrapping (duration.h). A negative one, however
+    /// small, is refused (std::invalid_argument).
     template <class Rep, class Period>
     async_context start_async(std::chrono::duration<Rep, Period> timeout) {
-        return start_async(detail::saturating_ceil_ms(timeout));
+        return start_async(detail::timeout_ceil_ms(timeout));
     }
 
     /// First dispatch of this request.
