@@ -52,6 +52,10 @@ std::vector<client_header> forwardable_headers(const request& req) {
         all.push_back({std::string(h.name), std::string(h.value)});
     }
     strip_hop_by_hop(all);
+    // RFC 9112 §3.2.2: an absolute-form target's authority is the host, whatever Host says.
+    if (const http::target_authority a = http::absolute_form_authority(req.target()); a.is_absolute) {
+        host = a.authority;
+    }
     if (host && !host->empty()) {
         all.push_back({"X-Forwarded-Host", std::string(*host)});
     }

@@ -645,6 +645,21 @@ int server_session::check_head() noexcept {
     } catch (const std::bad_alloc&) {
         return callbacks::fail(p, callback_error, 503, "out of memory");
     }
+    // RFC 9112 §3.2: a request-target has no fragment (a router and the hop after it could
+    // differ on where the path ends). RFC 9110 §4.2.1: an http(s) URI with an empty host is
+    // invalid; §4.2.4: userinfo in one is an error. The authority then stands for Host.
+    const std::string_view target = req_->target();
+    if (target.find('#') != std::string_view::npos) {
+        return callbacks::fail(p, callback_error, 400, "fragment in request target");
+    }
+    if (const target_authority a = absolute_form_authority(target); a.is_absolute) {
+        if (a.authority.empty() || a.authority.front() == ':') {
+            return callbacks::fail(p, callback_error, 400, "no host in request target");
+        }
+        if (!valid_host(a.authority)) { // '@' is not a host byte: userinfo fails here
+            return callbacks::fail(p, callback_error, 400, "invalid authority in request target");
+        }
+    }
 
     const bool body_follows = (p->flags & F_CHUNKED) != 0 || (has_length && p->content_length > 0);
     // RFC 9110 §10.1.1: a server MUST ignore 100-continue in an HTTP/1.0 request.

@@ -2,6 +2,7 @@
 // the serializer's checks, the router and the client.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 namespace sluice::http {
@@ -28,6 +29,31 @@ constexpr std::string_view trim_ows(std::string_view s) noexcept {
         s.remove_suffix(1);
     }
     return s;
+}
+
+/// The authority of an absolute-form request-target ("http://a:8080/x?q" gives "a:8080"), which
+/// RFC 9112 §3.2.2 makes the request's host in place of Host; is_absolute is false for any other
+/// form.
+struct target_authority {
+    bool is_absolute = false;
+    std::string_view authority;
+};
+constexpr target_authority absolute_form_authority(std::string_view target) noexcept {
+    for (std::string_view scheme : {std::string_view{"http://"}, std::string_view{"https://"}}) {
+        if (target.size() < scheme.size()) {
+            continue;
+        }
+        bool same = true;
+        for (std::size_t i = 0; i < scheme.size() && same; ++i) {
+            const char c = target[i];
+            same = (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c) == scheme[i];
+        }
+        if (same) {
+            const std::string_view rest = target.substr(scheme.size());
+            return {true, rest.substr(0, rest.find_first_of("/?"))};
+        }
+    }
+    return {};
 }
 
 } // namespace sluice::http

@@ -67,6 +67,14 @@ TEST(Forwarding, ForwardableHeadersDropHostAndFramingAndCarryTheHostOn) {
     EXPECT_EQ(hs[1].value, "front.example");
 }
 
+// RFC 9112 §3.2.2: with an absolute-form target the authority in it is the host, not Host.
+TEST(Forwarding, AnAbsoluteFormTargetNamesTheForwardedHost) {
+    const request req = parse("GET http://target.example:8080/u?q HTTP/1.1\r\nHost: other.example\r\n\r\n");
+    const auto hs = forwardable_headers(req);
+    ASSERT_EQ(names(hs), (std::vector<std::string>{"X-Forwarded-Host"}));
+    EXPECT_EQ(hs[0].value, "target.example:8080");
+}
+
 TEST(Forwarding, AppendsTheIpv4PeerToForwardedForFields) {
     std::vector<client_header> hs;
     append_forwarded_for(hs, "10.1.2.3:4567");

@@ -86,6 +86,13 @@ INSTANTIATE_TEST_SUITE_P(
         error_case{"EmptyHeaderName", "GET / HTTP/1.1\r\n" + host + ": v\r\n\r\n", 400},
         error_case{"NonAsciiInTarget", "GET /caf\xC3\xA9 HTTP/1.1\r\n" + host + "\r\n", 400},
         error_case{"TabInTarget", "GET /a\tb HTTP/1.1\r\n" + host + "\r\n", 400},
+        // RFC 9112 §3.2: no fragment in a request-target; RFC 9110 §4.2.1, §4.2.4: an http URI
+        // with an empty host is invalid, and userinfo is an error.
+        error_case{"FragmentInTarget", "GET /json#x HTTP/1.1\r\n" + host + "\r\n", 400},
+        error_case{"FragmentAfterQuery", "GET /json?a#b HTTP/1.1\r\n" + host + "\r\n", 400},
+        error_case{"AbsoluteFormWithoutHost", "GET http:///json HTTP/1.1\r\n" + host + "\r\n", 400},
+        error_case{"AbsoluteFormWithUserinfo", "GET http://u:p@h/json HTTP/1.1\r\n" + host + "\r\n", 400},
+        error_case{"AbsoluteFormWithEmptyUserinfo", "GET https://@/json HTTP/1.1\r\n" + host + "\r\n", 400},
         error_case{"DelInTarget", "GET /a\x7f HTTP/1.1\r\n" + host + "\r\n", 400},
         error_case{"TabBeforeColon", "GET / HTTP/1.1\r\n" + host + "X-A\t: 1\r\n\r\n", 400},
         error_case{"BareLfAfterHeaderValue", "GET / HTTP/1.1\r\nHost: h\nAccept: */*\r\n\r\n", 400},
