@@ -15,6 +15,7 @@
 #include "server/loop_thread.h"
 #include "server/runtime.h"
 #include "server/server_thread.h"
+#include "server/thread_start.h"
 
 namespace sluice::detail {
 
@@ -64,11 +65,20 @@ public:
         }
         slots_.resize(n);
         std::vector<std::future<std::string>> ready;
+        ready.reserve(n);
         for (unsigned i = 0; i < n; ++i) {
             std::promise<std::string> p;
-            ready.push_back(p.get_future());
-            slots_[i].thread = std::thread(
-                [this, i, fds = std::move(per_loop[i]), p = std::move(p)]() mutable { run_loop(i, fds, p); });
+            std::future<std::string> f = p.get_future();
+            try {
+                // The sockets are copied in, not moved: if the thread cannot start, per_loop
+                // still says which sockets no loop owns.
+                slots_[i].thread = start_thread(
+                    &ctx_, [this, i, fds = per_loop[i], p = std::move(p)]() mutable { run_loop(i, fds, p); });
+            } catch (const std::exception& e) {
+                abandon_start(ready, per_loop, i);
+                throw thread_start_failed("io_threads", i, n, e);
+            }
+            ready.push_back(std::move(f));
         }
         std::string error;
         for (auto& f : ready) {
@@ -217,6 +227,24 @@ private:
                                       " loop(s) without a listener: the inherited socket has no SO_REUSEPORT "
                                       "group to join");
         return port;
+    }
+
+    // Loop `failed` could not have its thread: the loops before it own their sockets (and close
+    // them whether they serve or fail), the sockets of the rest are closed here, and the loops
+    // that started are stopped and joined once each has opened or failed.
+    void abandon_start(std::vector<std::future<std::string>>& ready,
+                       const std::vector<std::vector<listening_socket>>& per_loop, unsigned failed) {
+        for (auto& f : ready) {
+            f.wait();
+        }
+        pending_.clear();
+        for (std::size_t j = failed; j < per_loop.size(); ++j) {
+            for (const listening_socket& s : per_loop[j]) {
+                ::close(s.fd);
+            }
+        }
+        stop();
+        join();
     }
 
     void run_loop(unsigned i, const std::vector<listening_socket>& fds, std::promise<std::string>& ready) {

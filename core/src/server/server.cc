@@ -93,13 +93,15 @@ public:
         ops_.start(cfg_, routes_, loops, log_, std::exchange(taken.admin, {}));
         ctx_->collect_metrics = !cfg_.admin.listen.empty();
         ctx_->access = ops_.log_sink();
-        if (cfg_.dispatch == dispatch_mode::pool) {
-            workers_ = std::make_unique<worker_pool>(cfg_.worker_threads, ctx_.get());
-            ctx_->workers = workers_.get();
-        }
-        runtime_ = backend_->traits.connection_per_thread ? make_thread_runtime(*backend_, *ctx_)
-                                                          : make_reactor_runtime(*backend_, *ctx_);
         try {
+            // In the try: a pool whose threads cannot all start (worker_threads) stops the
+            // operations threads too.
+            if (cfg_.dispatch == dispatch_mode::pool) {
+                workers_ = std::make_unique<worker_pool>(cfg_.worker_threads, ctx_.get());
+                ctx_->workers = workers_.get();
+            }
+            runtime_ = backend_->traits.connection_per_thread ? make_thread_runtime(*backend_, *ctx_)
+                                                              : make_reactor_runtime(*backend_, *ctx_);
             // A first start claims the hand-over path before it serves, so that a path it cannot
             // use is a startup error; a takeover claims it only once serving (below), so that a
             // failed start leaves the path to the old server, which still serves.
@@ -111,6 +113,7 @@ public:
             handover_.reset();
             ops_.stop();
             runtime_.reset();
+            ctx_->workers = nullptr;
             workers_.reset();
             throw;
         }

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include <sluice/config.h>
 #include <sluice/log.h>
@@ -25,6 +26,9 @@ struct server_context {
     access_log* access = nullptr;   ///< access_log.path is set
     /// Set when tls.cert is: a listener speaks TLS (`listen`, or tls.listen's beside a plaintext one)
     const tls_context* tls = nullptr;
+    /// Tests only: asked before each thread the runtimes and the worker pool start; true makes
+    /// that start fail as std::thread does when the process is out of threads (thread_start.h).
+    std::function<bool()> refuse_thread;
 
     /// Connections open across every loop (limits.max_connections).
     std::atomic<std::uint32_t> open_connections{0};

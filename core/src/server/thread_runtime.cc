@@ -34,6 +34,7 @@
 #include "server/loop_thread.h"
 #include "server/runtime.h"
 #include "server/server_thread.h"
+#include "server/thread_start.h"
 
 namespace sluice::detail {
 
@@ -88,15 +89,35 @@ public:
         const std::uint32_t n = ctx_.cfg.blocking.threads;
         workers_.resize(n);
         std::vector<std::future<std::string>> ready;
-        for (std::uint32_t i = 0; i < n; ++i) {
+        ready.reserve(std::size_t{n} + 1);
+        try {
+            for (std::uint32_t i = 0; i < n; ++i) {
+                std::promise<std::string> p;
+                std::future<std::string> f = p.get_future();
+                workers_[i].thread =
+                    start_thread(&ctx_, [this, i, p = std::move(p)]() mutable { run_worker(i, p); });
+                ready.push_back(std::move(f));
+            }
             std::promise<std::string> p;
-            ready.push_back(p.get_future());
-            workers_[i].thread = std::thread([this, i, p = std::move(p)]() mutable { run_worker(i, p); });
+            std::future<std::string> f = p.get_future();
+            // Copied in, not moved: if the acceptor cannot start, the sockets are closed below.
+            acceptor_thread_ =
+                start_thread(&ctx_, [this, fds, p = std::move(p)]() mutable { run_acceptor(fds, p); });
+            ready.push_back(std::move(f));
+        } catch (const std::exception& e) {
+            // The connection threads that started are stopped and joined once each has opened
+            // its loop or failed; nobody accepts on the listening sockets.
+            const std::size_t started = ready.size();
+            for (auto& f : ready) {
+                f.wait();
+            }
+            for (const listening_socket& s : fds) {
+                ::close(s.fd);
+            }
+            stop();
+            join();
+            throw thread_start_failed("blocking.threads", started, std::size_t{n} + 1, e);
         }
-        std::promise<std::string> p;
-        ready.push_back(p.get_future());
-        acceptor_thread_ =
-            std::thread([this, fds = std::move(fds), p = std::move(p)]() mutable { run_acceptor(fds, p); });
         std::string error;
         for (auto& f : ready) {
             std::string e = f.get();

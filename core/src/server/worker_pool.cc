@@ -1,16 +1,24 @@
 #include "server/worker_pool.h"
 
 #include "server/server_thread.h"
+#include "server/thread_start.h"
 
 namespace sluice::detail {
 
 worker_pool::worker_pool(std::uint32_t threads, const server_context* owner) {
     threads_.reserve(threads);
     for (std::uint32_t i = 0; i < threads; ++i) {
-        threads_.emplace_back([this, owner] {
-            const server_thread_mark mark(owner);
-            run();
-        });
+        try {
+            threads_.push_back(start_thread(owner, [this, owner] {
+                const server_thread_mark mark(owner);
+                run();
+            }));
+        } catch (const std::exception& e) {
+            // No destructor runs for a constructor that throws: the threads already started
+            // are stopped and joined here (a joinable std::thread destroyed is std::terminate).
+            stop();
+            throw thread_start_failed("worker_threads", i, threads, e);
+        }
     }
 }
 
