@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <sluice/config.h>
@@ -698,9 +699,26 @@ void validate_tls_extras(const tls_config& tls) {
     if (tls.verify_client == tls_verify_client::off && !tls.client_ca.empty()) {
         throw startup_error("tls.verify_client", "must be optional or require when tls.client_ca is set");
     }
-    if ((!tls.sni.empty() || !tls.client_ca.empty() || tls.ktls) && tls.cert.empty()) {
-        throw startup_error("tls.cert", "must be set for tls.sni, tls.client_ca or tls.ktls (the default "
-                                        "certificate)");
+    // Without tls.cert nothing speaks TLS: a tls.* key set alone would be silently unused while
+    // the server serves plaintext. (tls.key and tls.listen have checks of their own.) Not
+    // tls.min_version nor tls.handshake_timeout_ms: always set, to their defaults or not, and code
+    // that builds one config for a server with TLS and one without may well set them in both.
+    if (tls.cert.empty()) {
+        const std::pair<bool, const char*> shaping[] = {
+            {!tls.sni.empty(), "tls.sni"},
+            {!tls.client_ca.empty(), "tls.client_ca"},
+            {tls.ktls, "tls.ktls"},
+            {!tls.ciphers.empty(), "tls.ciphers"},
+            {!tls.ciphersuites.empty(), "tls.ciphersuites"},
+        };
+        for (const auto& [set, key] : shaping) {
+            if (set) {
+                throw startup_error("tls.cert", std::string("must be set for ") + key +
+                                                    " (the default certificate; without it nothing speaks "
+                                                    "TLS and " +
+                                                    key + " would be ignored)");
+            }
+        }
     }
     for (std::size_t i = 0; i < tls.sni.size(); ++i) {
         const tls_sni_config& e = tls.sni[i];

@@ -1,5 +1,6 @@
 // The TLS keys that are more than one value: [[tls.sni]] tables (file only), the client
-// certificate pair (tls.client_ca + tls.verify_client), tls.ktls as a TOML boolean.
+// certificate pair (tls.client_ca + tls.verify_client), tls.ktls as a TOML boolean, and the
+// keys that need tls.cert.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -89,6 +90,26 @@ TEST(config_tls_client_cert, ca_and_mode_come_together) {
     EXPECT_EQ(e.key(), "tls.verify_client");
     cfg.tls.verify_client = tls_verify_client::optional;
     EXPECT_NO_THROW(validate_config(cfg));
+}
+
+// The cipher lists shape the TLS listener: set without tls.cert, the server would start in
+// plaintext and the list would do nothing. Each is refused, as tls.sni, tls.client_ca and
+// tls.ktls are, with a message that names it. (tls.min_version and tls.handshake_timeout_ms
+// always have a value, and a config shared by a TLS and a plaintext server may set them.)
+TEST(config_tls_extras, need_the_certificate) {
+    const auto expect_needs_cert = [](const char* key, const char* value) {
+        config cfg;
+        set_config_value(cfg, key, value);
+        const auto e = catch_startup_error([&] { validate_config(cfg); });
+        EXPECT_EQ(e.key(), "tls.cert") << key;
+        EXPECT_TRUE(contains(e.what(), key)) << e.what();
+        cfg.tls.cert = "/d.pem";
+        cfg.tls.key = "/d.key";
+        EXPECT_NO_THROW(validate_config(cfg)) << key;
+    };
+    expect_needs_cert("tls.ciphers", "ECDHE-RSA-AES128-GCM-SHA256");
+    expect_needs_cert("tls.ciphersuites", "TLS_AES_128_GCM_SHA256");
+    expect_needs_cert("tls.ktls", "true");
 }
 
 TEST(config_tls_ktls, a_toml_boolean) {
