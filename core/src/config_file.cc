@@ -15,6 +15,7 @@
 #include <sluice/error.h>
 
 #include "config_keys.h"
+#include "regular_file.h"
 
 namespace sluice {
 namespace {
@@ -292,9 +293,18 @@ void apply_config_file(config& cfg, const std::string& path) {
         return startup_error("", "cannot read config file '" + path +
                                      "': " + std::generic_category().message(errno));
     };
+    // Opened without waiting, and only a regular file: a FIFO would block open() until a
+    // writer came (regular_file.h).
+    const detail::opened_file opened = detail::open_regular_file(path);
+    if (opened.fd < 0) {
+        throw startup_error("", "cannot read config file '" + path + "': " +
+                                    (opened.error != 0 ? std::generic_category().message(opened.error)
+                                                       : std::string("not a regular file")));
+    }
     errno = 0;
-    const std::unique_ptr<std::FILE, file_closer> file(std::fopen(path.c_str(), "rb"));
+    const std::unique_ptr<std::FILE, file_closer> file(::fdopen(opened.fd, "rb"));
     if (!file) {
+        ::close(opened.fd);
         throw cannot_read();
     }
     std::string text;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "support/process.h"
+#include "support/test_certs.h"
 
 namespace {
 
@@ -124,6 +126,49 @@ TEST(startup_errors, tls_files_that_are_not_pem_name_the_key_and_the_file) {
     expect_startup_error(run_app({"--listen", "127.0.0.1:0", "--set", "tls.cert=/nonexistent/c.pem", "--set",
                                   "tls.key=" + key}),
                          "tls.cert: ", "cannot open '/nonexistent/c.pem'");
+}
+
+// A FIFO nobody writes to (or reads from) where a file is expected: open() would wait for the
+// other end for ever, after SIGTERM is blocked (run_until_signal), so the server could only be
+// killed. Each is a startup error naming the key instead, at once.
+std::string temp_fifo(const std::string& name) {
+    const std::string path = ::testing::TempDir() + "sluice_" + name;
+    ::unlink(path.c_str());
+    if (::mkfifo(path.c_str(), 0600) != 0) {
+        ADD_FAILURE() << "cannot make a FIFO at " << path;
+    }
+    return path;
+}
+
+TEST(startup_errors, a_fifo_for_a_tls_file_is_not_a_regular_file) {
+    const sluice::test::test_certs certs;
+    const auto fifo = temp_fifo("tls.fifo");
+    expect_startup_error(run_app({"--listen", "127.0.0.1:0", "--set", "tls.cert=" + fifo, "--set",
+                                  "tls.key=" + certs.key_path()}),
+                         "tls.cert: ", "'" + fifo + "' is not a regular file");
+    expect_startup_error(run_app({"--listen", "127.0.0.1:0", "--set", "tls.cert=" + certs.cert_path(),
+                                  "--set", "tls.key=" + fifo}),
+                         "tls.key: ", "'" + fifo + "' is not a regular file");
+    expect_startup_error(run_app({"--listen", "127.0.0.1:0", "--set", "tls.cert=" + certs.cert_path(),
+                                  "--set", "tls.key=" + certs.key_path(), "--set", "tls.client_ca=" + fifo,
+                                  "--set", "tls.verify_client=require"}),
+                         "tls.client_ca: ", "'" + fifo + "' is not a regular file");
+    ::unlink(fifo.c_str());
+}
+
+TEST(startup_errors, a_fifo_without_a_reader_for_the_access_log_is_named) {
+    const auto fifo = temp_fifo("access.fifo");
+    expect_startup_error(run_app({"--listen", "127.0.0.1:0", "--set", "access_log.path=" + fifo}),
+                         "access_log.path: ", "a FIFO with no reader");
+    ::unlink(fifo.c_str());
+}
+
+TEST(startup_errors, a_fifo_for_the_config_file_is_not_a_regular_file) {
+    const auto fifo = temp_fifo("config.fifo");
+    const auto r = run_app({"--config", fifo});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("'" + fifo + "': not a regular file"), std::string::npos) << r.err;
+    ::unlink(fifo.c_str());
 }
 
 TEST(startup_errors, port_in_use_is_a_listen_error) {

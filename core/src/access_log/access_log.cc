@@ -49,15 +49,23 @@ void access_log::open_path(bool at_start) {
         own_fd_ = false;
         return;
     }
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    // O_NONBLOCK: a FIFO that nobody reads fails at once (ENXIO) instead of waiting in open()
+    // for a reader, at start after SIGTERM is blocked, on SIGUSR1 holding the writer (and the
+    // stop, which joins it). One with a reader is written to as stdout's pipe is: the writes
+    // block as before, the flag is cleared once open.
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0) {
         const int err = errno;
         if (at_start) {
-            throw startup_error("access_log.path", "cannot open '" + path_ + "': " + std::strerror(err));
+            throw startup_error("access_log.path", "cannot open '" + path_ + "': " + std::strerror(err) +
+                                                       (err == ENXIO ? " (a FIFO with no reader?)" : ""));
         }
         // logrotate's "create" may have failed: keep writing to the old file rather than lose lines.
         report("cannot reopen", err);
         return;
+    }
+    if (const int flags = ::fcntl(fd, F_GETFL); flags >= 0) {
+        ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
     }
     if (own_fd_ && fd_ >= 0) {
         ::close(fd_);

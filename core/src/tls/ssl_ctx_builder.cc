@@ -18,6 +18,8 @@
 
 #include <sluice/error.h>
 
+#include "regular_file.h"
+
 namespace sluice::detail {
 
 namespace {
@@ -47,13 +49,14 @@ std::string openssl_error() {
 
 namespace {
 
-// A readable file, or a startup error that says why not (OpenSSL's "system lib" says less).
+// A readable regular file, or a startup error that says why not (OpenSSL's "system lib" says
+// less). Never a wait: a FIFO would block OpenSSL's fopen() for ever (regular_file.h).
 void check_readable(const char* key, const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-        throw startup_error(key, "cannot open '" + path + "': " + std::strerror(errno));
+    const opened_file f = open_regular_file(path);
+    if (f.fd < 0) {
+        throw startup_error(key, f.why(path));
     }
-    std::fclose(f);
+    ::close(f.fd);
 }
 
 int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
@@ -183,6 +186,7 @@ void load_client_ca(SSL_CTX* ctx, const tls_config& cfg, const client_verificati
 }
 
 std::string read_file(const char* key, const std::string& path) {
+    check_readable(key, path);
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (f == nullptr) {
         throw startup_error(key, "cannot open '" + path + "': " + std::generic_category().message(errno));

@@ -1,10 +1,14 @@
 // The access log writer: lines reach the file, reopen() follows a rotation, a file that
 // cannot be written costs counted lines and never blocks a producer.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <string>
 
@@ -131,6 +135,49 @@ TEST_F(access_log_test, a_path_that_cannot_be_opened_at_start_is_a_startup_error
     } catch (const startup_error& e) {
         EXPECT_EQ(e.key(), "access_log.path");
     }
+}
+
+} // namespace
+} // namespace sluice::detail
+
+namespace sluice::detail {
+namespace {
+
+// SIGUSR1 after the path became a FIFO nobody reads: a blocking open() would hold the writer
+// (and with it flush() and the stop) for ever. The reopen fails at once, is reported, and the
+// old file keeps the lines, as for any reopen that fails.
+TEST_F(access_log_test, reopen_onto_a_fifo_without_a_reader_keeps_the_old_file) {
+    access_log log(cfg(), 1, log_);
+    ASSERT_EQ(std::rename(path_.c_str(), (path_ + ".1").c_str()), 0);
+    ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+    log.reopen();
+    push(log, 0, "kept\n");
+    auto flushed = std::async(std::launch::async, [&log] { log.flush(); });
+    if (flushed.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+        // Release the writer's open() so that the test ends.
+        const int reader = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        flushed.wait();
+        ::close(reader);
+        FAIL() << "reopen() waited for a reader of the FIFO";
+    }
+    EXPECT_EQ(read_file(path_ + ".1"), "kept\n");
+    EXPECT_TRUE(capture_.contains("access log cannot reopen '" + path_ + "'"));
+}
+
+// A FIFO that a reader holds open (a log shipper) is written to, as stdout's pipe is.
+TEST_F(access_log_test, a_fifo_with_a_reader_gets_the_lines) {
+    ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+    const int reader = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    ASSERT_GE(reader, 0);
+    {
+        access_log log(cfg(), 1, log_);
+        push(log, 0, "through\n");
+        log.flush();
+    }
+    char buf[64] = {};
+    const ssize_t n = ::read(reader, buf, sizeof buf);
+    ::close(reader);
+    EXPECT_EQ(std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0), "through\n");
 }
 
 } // namespace
