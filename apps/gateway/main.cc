@@ -8,11 +8,19 @@
 //
 // 502 when the upstream fails, 504 when it times out, 503 from the limiter (--limit, on the
 // endpoints of --limit-routes) or when the client's pool is full.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <utility>
 #include <vector>
 
 #include <sluice/sluice.h>
@@ -43,18 +51,38 @@ std::vector<std::string> take_upstreams(int argc, char** argv, std::vector<char*
     return out;
 }
 
-std::uint64_t parse_number(const std::string& key, const std::string& v, std::uint64_t max) {
+std::uint64_t parse_number(const std::string& key, const std::string& v, std::uint64_t max,
+                           std::uint64_t min = 0) {
     std::uint64_t n = 0;
     auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n > max) {
-        throw sluice::startup_error(key, "expected a whole number in [0, " + std::to_string(max) +
-                                             "], got \"" + v + "\"");
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n < min || n > max) {
+        throw sluice::startup_error(key, "expected a whole number in [" + std::to_string(min) + ", " +
+                                             std::to_string(max) + "], got \"" + v + "\"");
     }
     return n;
 }
 
-std::chrono::milliseconds parse_ms(const std::string& key, const std::string& v) {
-    return std::chrono::milliseconds(parse_number(key, v, 3'600'000));
+std::chrono::milliseconds parse_ms(const std::string& key, const std::string& v, std::uint64_t min = 0) {
+    return std::chrono::milliseconds(parse_number(key, v, 3'600'000, min));
+}
+
+// A PEM file a flag names, checked here so that the error names the flag: readable, and a
+// regular file (O_NONBLOCK: a FIFO is refused at once rather than waited on).
+void check_pem_file(const std::string& key, const std::string& path) {
+    if (path.empty()) {
+        return;
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        throw sluice::startup_error(key,
+                                    "cannot open '" + path + "': " + std::generic_category().message(errno));
+    }
+    struct stat st {};
+    const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    ::close(fd);
+    if (!regular) {
+        throw sluice::startup_error(key, "'" + path + "' is not a regular file");
+    }
 }
 
 } // namespace
@@ -86,9 +114,10 @@ int main(int argc, char** argv) {
             {"pool-size", "N", "connections per I/O loop to the upstream (default 100)", &pool_size},
             {"max-pending", "N", "calls per loop waiting for a pool connection (default 1000)", &max_pending},
             {"acquire-timeout-ms", "MS", "longest wait for a pool connection (default 5000)", &acquire_ms},
-            {"connect-timeout-ms", "MS", "longest connect to the upstream (default 2000)", &connect_ms},
-            {"response-timeout-ms", "MS", "longest upstream call, request to last byte (default 30000)",
-             &response_ms},
+            {"connect-timeout-ms", "MS", "longest connect to the upstream, at least 1 (default 2000)",
+             &connect_ms},
+            {"response-timeout-ms", "MS",
+             "longest upstream call, request to last byte, at least 1 (default 30000)", &response_ms},
             {"idle-timeout-ms", "MS", "pooled idle connections close after this (default 50000)", &idle_ms},
             {"resolve-interval-ms", "MS",
              "look upstream host names up again this often (default 30000; 0 = only at startup)",
@@ -96,8 +125,11 @@ int main(int argc, char** argv) {
             {"limit", "N", "requests admitted at once, limited routes together (default 0 = unlimited)",
              &limit},
             {"limit-queue", "Q", "requests waiting for a permit (default 1000)", &limit_queue},
-            {"limit-wait-ms", "W", "longest wait for a permit, then 503 (default 5000)", &limit_wait_ms},
-            {"upstream-ca-file", "PATH", "PEM CAs trusted for https upstreams (default: the system's)",
+            {"limit-wait-ms", "W",
+             "longest wait for a permit, then 503; at least 1 with --limit-queue above 0 (default 5000)",
+             &limit_wait_ms},
+            {"upstream-ca-file", "PATH",
+             "PEM CAs trusted for https upstreams (default: the system's); needs an https upstream",
              &ca_file},
             {"upstream-tls-verify", "on|off",
              "check https upstreams' certificates (default on; off logs a warning)", &tls_verify},
@@ -128,12 +160,43 @@ int main(int argc, char** argv) {
         co.max_connections = parse_number("pool-size", pool_size, 1'000'000);
         co.max_pending = parse_number("max-pending", max_pending, 10'000'000);
         co.acquire_timeout = parse_ms("acquire-timeout-ms", acquire_ms);
-        co.connect_timeout = parse_ms("connect-timeout-ms", connect_ms);
-        co.response_timeout = parse_ms("response-timeout-ms", response_ms);
+        // A zero connect or response timeout would fire at once: every request a 504. At least
+        // 1 ms, as the server's own timeouts (config.cc).
+        co.connect_timeout = parse_ms("connect-timeout-ms", connect_ms, 1);
+        co.response_timeout = parse_ms("response-timeout-ms", response_ms, 1);
         co.idle_timeout = parse_ms("idle-timeout-ms", idle_ms);
         if (co.max_connections == 0) {
             throw sluice::startup_error("pool-size", "expected at least 1");
         }
+        // The limiter's flags are checked whether --limit turns it on or not: never ignored.
+        sluice::limiter_options lo;
+        lo.permits = parse_number("limit", limit, 10'000'000);
+        lo.max_queue = parse_number("limit-queue", limit_queue, 10'000'000);
+        lo.wait_timeout = parse_ms("limit-wait-ms", limit_wait_ms);
+        if (lo.max_queue > 0 && lo.wait_timeout.count() == 0) {
+            throw sluice::startup_error("limit-wait-ms", "must be at least 1 while --limit-queue is above 0 "
+                                                         "(a waiter never waits for ever)");
+        }
+        // TLS flags with no https upstream would be silently unused; with one, a file that
+        // cannot be read is named by its flag.
+        const bool any_https = std::any_of(upstreams.begin(), upstreams.end(),
+                                           [](const std::string& u) { return u.rfind("https://", 0) == 0; });
+        if (!any_https) {
+            const std::pair<bool, const char*> tls_flags[] = {
+                {!ca_file.empty(), "upstream-ca-file"},         {tls_verify != "on", "upstream-tls-verify"},
+                {!server_name.empty(), "upstream-server-name"}, {!cert_file.empty(), "upstream-cert-file"},
+                {!key_file.empty(), "upstream-key-file"},
+            };
+            for (const auto& [set, flag] : tls_flags) {
+                if (set) {
+                    throw sluice::startup_error(flag, "needs an https:// --upstream (every --upstream here "
+                                                      "speaks plain HTTP)");
+                }
+            }
+        }
+        check_pem_file("upstream-ca-file", ca_file);
+        check_pem_file("upstream-cert-file", cert_file);
+        check_pem_file("upstream-key-file", key_file);
         co.tls.ca_file = ca_file;
         co.tls.server_name = server_name;
         co.tls.cert_file = cert_file;
@@ -151,11 +214,7 @@ int main(int argc, char** argv) {
         } catch (const std::invalid_argument& e) {
             throw sluice::startup_error("upstream", e.what());
         }
-        if (const auto permits = parse_number("limit", limit, 10'000'000); permits > 0) {
-            sluice::limiter_options lo;
-            lo.permits = permits;
-            lo.max_queue = parse_number("limit-queue", limit_queue, 10'000'000);
-            lo.wait_timeout = parse_ms("limit-wait-ms", limit_wait_ms);
+        if (lo.permits > 0) {
             try {
                 g->limit = std::make_unique<sluice::limiter>(lo);
             } catch (const std::invalid_argument& e) {

@@ -360,5 +360,42 @@ TEST(gateway_flags, limit_routes_names_endpoints_and_needs_a_limit) {
     EXPECT_NE(no_limit.err.find("needs --limit N"), std::string::npos) << no_limit.err;
 }
 
+// A zero connect or response timeout fires at once: every request would be a 504. Refused at
+// startup, as the server's own timeouts are (config.cc), naming the flag.
+TEST(gateway_flags, zero_upstream_timeouts_are_refused) {
+    for (const std::string flag : {"connect-timeout-ms", "response-timeout-ms"}) {
+        const auto r = run_gateway({"--" + flag, "0"});
+        EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.err;
+        EXPECT_NE(r.err.find(flag + ": expected a whole number in [1, 3600000], got \"0\""),
+                  std::string::npos)
+            << r.err;
+    }
+}
+
+// The limiter's flags are checked whether or not --limit turns it on: a typo is never ignored.
+TEST(gateway_flags, limit_queue_and_wait_are_checked_without_a_limit) {
+    const auto queue = run_gateway({"--limit-queue", "abc"});
+    EXPECT_EQ(queue.exit_code, 2) << queue.err;
+    EXPECT_NE(queue.err.find("limit-queue: expected a whole number"), std::string::npos) << queue.err;
+    const auto wait = run_gateway({"--limit-wait-ms", "-5"});
+    EXPECT_EQ(wait.exit_code, 2) << wait.err;
+    EXPECT_NE(wait.err.find("limit-wait-ms: expected a whole number"), std::string::npos) << wait.err;
+}
+
+// TLS flags for an upstream that speaks plain HTTP would be silently unused; for an https one,
+// a file that cannot be read is named by its flag, not by the upstream.
+TEST(gateway_flags, upstream_tls_files_are_checked) {
+    const auto plain = run_gateway({"--upstream-ca-file", "/nonexistent/ca.pem"});
+    EXPECT_EQ(plain.exit_code, 2) << plain.err;
+    EXPECT_NE(plain.err.find("upstream-ca-file: needs an https:// --upstream"), std::string::npos)
+        << plain.err;
+    const auto https = run_process({SLUICE_GATEWAY_BIN, "--upstream", "https://127.0.0.1:9", "--listen",
+                                    "127.0.0.1:0", "--upstream-ca-file", "/nonexistent/ca.pem"},
+                                   milliseconds(5000));
+    EXPECT_EQ(https.exit_code, 2) << https.err;
+    EXPECT_NE(https.err.find("upstream-ca-file: cannot open '/nonexistent/ca.pem'"), std::string::npos)
+        << https.err;
+}
+
 } // namespace
 } // namespace sluice::test
