@@ -1,8 +1,8 @@
 // co_await sluice::sleep_for(ex, 3s): a loop timer as an awaitable; no thread sleeps.
 //
 // Gives an empty std::error_code when the time has passed, std::errc::operation_canceled
-// when the exchange ended first (the coroutine is then resumed at once; the timer itself
-// cannot be withdrawn from the loop and fires into nothing later) or the loop has stopped.
+// when the exchange ended first (the coroutine is then resumed at once, and the timer is
+// withdrawn from its loop) or the loop has stopped.
 #pragma once
 
 #include <chrono>

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <exception>
+#include <memory>
 #include <system_error>
 
 namespace sluice::detail {
@@ -93,9 +94,15 @@ void loop::run_tasks(std::vector<loop_port::task>& tasks) {
     tasks.clear();
 }
 
-void loop::call_after(std::chrono::milliseconds delay, std::function<void()> fn) {
-    auto* t = new posted_timer(std::move(fn), log_);
-    timers_.arm(*t, deadline_after(now_, delay));
+timer* loop::call_after(std::chrono::milliseconds delay, std::function<void()> fn) {
+    auto t = std::make_unique<posted_timer>(std::move(fn), log_);
+    timers_.arm(*t, deadline_after(now_, delay)); // may throw (the heap grows): t is freed then
+    return t.release();
+}
+
+void loop::cancel_call(timer* t) noexcept {
+    timers_.cancel(*t);
+    delete static_cast<posted_timer*>(t);
 }
 
 void loop::defer(deferred& d) {

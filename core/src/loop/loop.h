@@ -105,8 +105,12 @@ public:
     void arm(timer& t, clock::time_point when) { timers_.arm(t, when); }
     void arm_after(timer& t, std::chrono::milliseconds d) { timers_.arm(t, deadline_after(now_, d)); }
     void cancel(timer& t) noexcept { timers_.cancel(t); }
-    /// A one-shot timer owning its callback (executor::post_after).
-    void call_after(std::chrono::milliseconds delay, std::function<void()> fn);
+    /// A one-shot timer owning its callback (executor::post_after). The timer is the loop's: it
+    /// deletes itself when it fires, and the loop deletes it at teardown; until it fires,
+    /// cancel_call(the returned timer) withdraws it.
+    timer* call_after(std::chrono::milliseconds delay, std::function<void()> fn);
+    /// Withdraws a call_after timer that has not fired yet: its callback is destroyed unrun.
+    void cancel_call(timer* t) noexcept;
 
     /// Runs d.run_deferred() at the end of this iteration (once, however often scheduled).
     void defer(deferred& d);
