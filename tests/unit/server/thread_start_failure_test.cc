@@ -11,6 +11,7 @@
 
 #include <sluice/sluice.h>
 
+#include "config_test_helpers.h"
 #include "server/runtime.h"
 #include "server/server_context.h"
 #include "server/socket_util.h"
@@ -33,19 +34,6 @@ struct thread_harness {
     }
 };
 
-startup_error expect_startup_error(const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const startup_error& e) {
-        return e;
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "not a startup_error: " << e.what();
-        return {"", ""};
-    }
-    ADD_FAILURE() << "no error";
-    return {"", ""};
-}
-
 void expect_names(const startup_error& e, const std::string& key, const std::string& which) {
     EXPECT_EQ(e.key(), key) << e.what();
     EXPECT_NE(std::string(e.what()).find(which), std::string::npos) << e.what();
@@ -60,13 +48,13 @@ detail::listen_plan loopback_plan() {
 
 TEST(thread_start_failure, worker_pool_stops_the_threads_it_started) {
     thread_harness h(3);
-    const auto e = expect_startup_error([&] { detail::worker_pool pool(8, &h.ctx); });
+    const auto e = testing::catch_startup_error([&] { detail::worker_pool pool(8, &h.ctx); });
     expect_names(e, "worker_threads", "cannot start thread 4 of 8");
 }
 
 TEST(thread_start_failure, worker_pool_whose_first_thread_fails) {
     thread_harness h(0);
-    expect_names(expect_startup_error([&] { detail::worker_pool pool(2, &h.ctx); }), "worker_threads",
+    expect_names(testing::catch_startup_error([&] { detail::worker_pool pool(2, &h.ctx); }), "worker_threads",
                  "cannot start thread 1 of 2");
 }
 
@@ -76,7 +64,7 @@ TEST(thread_start_failure, reactor_stops_the_loops_it_started) {
     thread_harness h(2);
     h.cfg.io_threads = 4;
     auto rt = detail::make_reactor_runtime(*b, h.ctx);
-    expect_names(expect_startup_error([&] { rt->start(loopback_plan()); }), "io_threads",
+    expect_names(testing::catch_startup_error([&] { rt->start(loopback_plan()); }), "io_threads",
                  "cannot start thread 3 of 4");
     EXPECT_TRUE(rt->listening_sockets().empty());
     rt.reset();
@@ -88,7 +76,7 @@ TEST(thread_start_failure, thread_runtime_stops_the_workers_it_started) {
     thread_harness h(1);
     h.cfg.blocking.threads = 3;
     auto rt = detail::make_thread_runtime(*b, h.ctx);
-    expect_names(expect_startup_error([&] { rt->start(loopback_plan()); }), "blocking.threads",
+    expect_names(testing::catch_startup_error([&] { rt->start(loopback_plan()); }), "blocking.threads",
                  "cannot start thread 2 of 4");
     rt.reset();
 }
@@ -99,7 +87,7 @@ TEST(thread_start_failure, thread_runtime_whose_acceptor_fails) {
     thread_harness h(3); // the three connection threads start, the acceptor does not
     h.cfg.blocking.threads = 3;
     auto rt = detail::make_thread_runtime(*b, h.ctx);
-    expect_names(expect_startup_error([&] { rt->start(loopback_plan()); }), "blocking.threads",
+    expect_names(testing::catch_startup_error([&] { rt->start(loopback_plan()); }), "blocking.threads",
                  "cannot start thread 4 of 4");
     rt.reset();
 }
