@@ -81,8 +81,10 @@ void apply_value(config& cfg, const key_spec& key, const toml::node& node, std::
         detail::set_from_text(cfg, key, v->get() ? "true" : "false", at);
         return;
     }
+    const bool yes_no = key.value_hint == "true|false";
     throw startup_error(std::string(key.name),
-                        "expected a string, got " + std::string(type_name(node)) + " (" + at + ")");
+                        std::string(yes_no ? "expected true or false" : "expected a string") + ", got " +
+                            std::string(type_name(node)) + " (" + at + ")");
 }
 
 std::string sni_string(const toml::node& node, const std::string& name, std::string_view origin) {

@@ -181,6 +181,14 @@ TEST(startup_errors, port_in_use_is_a_listen_error) {
     }
 }
 
+TEST(startup_errors, admin_port_in_use_names_admin_listen_once) {
+    held_port held(false);
+    const auto r =
+        run_app({"--listen", "127.0.0.1:0", "--set", "admin.listen=127.0.0.1:" + std::to_string(held.port)});
+    expect_startup_error(r, "admin.listen: cannot listen on ", "Address already in use");
+    EXPECT_EQ(r.err.find("admin.listen: listen: "), std::string::npos) << "stderr: " << r.err;
+}
+
 TEST(startup_errors, port_held_with_reuseport_is_not_silently_shared_by_several_loops) {
     // SO_REUSEPORT (used for io_threads > 1) would let a second server join this port.
     held_port held(true);

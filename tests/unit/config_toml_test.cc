@@ -150,6 +150,7 @@ INSTANTIATE_TEST_SUITE_P(
                       wrong_type{"listen = 8080", "listen", "expected a string, got an integer"},
                       wrong_type{"listen = { host = \"a\" }", "listen", "expected a string, got a table"},
                       wrong_type{"dispatch = false", "dispatch", "expected a string, got a boolean"},
+                      wrong_type{"tls.ktls = 1", "tls.ktls", "expected true or false, got an integer"},
                       wrong_type{"limits.max_body_bytes = \"1M\"", "limits.max_body_bytes",
                                  "expected an integer, got a string"}));
 

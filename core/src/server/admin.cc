@@ -67,7 +67,12 @@ void admin_endpoint::start(std::vector<int> inherited) {
     try {
         srv_->start();
     } catch (const startup_error& e) {
-        throw startup_error("admin.listen", e.what());
+        // The admin server's own key ("listen") is this one's: said once, as admin.listen.
+        std::string_view what = e.what();
+        if (!e.key().empty() && what.starts_with(e.key() + ": ")) {
+            what.remove_prefix(e.key().size() + 2);
+        }
+        throw startup_error("admin.listen", std::string(what));
     }
     log_.info("admin listener on {} (admin port {}): /metrics /healthz /readyz", listen_, srv_->port());
 }
