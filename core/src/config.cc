@@ -668,20 +668,34 @@ std::string text_value(const config& cfg, const key_spec& key) {
 }
 
 std::string check_sni_name(std::string_view name) {
-    // A DNS name (RFC 1123 labels), optionally "*." and one label's worth of wildcard. SNI never
-    // carries an IP address (RFC 6066 section 3), so a literal address could never match.
+    // A DNS name (RFC 1123 labels: 1 to 63 letters, digits and '-', neither first nor last),
+    // optionally "*." and one label's worth of wildcard. SNI never carries an IP address (RFC
+    // 6066 section 3), so a literal address, whose last label is all digits, could never match.
     std::string_view rest = name;
     if (rest.starts_with("*.")) {
         rest.remove_prefix(2);
     }
-    const bool ok = !rest.empty() && rest.size() <= 253 && rest.front() != '.' && rest.back() != '.' &&
-                    rest.find("..") == std::string_view::npos &&
-                    std::all_of(rest.begin(), rest.end(), [](char c) {
-                        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                               c == '-' || c == '.';
-                    });
+    bool ok = !rest.empty() && rest.size() <= 253;
+    std::string_view last;
+    while (ok && !rest.empty()) {
+        const std::size_t dot = rest.find('.');
+        const std::string_view label = rest.substr(0, dot);
+        rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+        ok =
+            !label.empty() && label.size() <= 63 && label.front() != '-' && label.back() != '-' &&
+            (dot == std::string_view::npos || !rest.empty()) &&
+            std::all_of(label.begin(), label.end(), [](char c) {
+                return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+            });
+        last = label;
+    }
     if (!ok) {
-        return "must be a host name (letters, digits, '-', '.'; optionally '*.' first), got " + quoted(name);
+        return "must be a host name (labels of 1 to 63 letters, digits and '-', not first or last; "
+               "optionally '*.' first), got " +
+               quoted(name);
+    }
+    if (std::all_of(last.begin(), last.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return "must be a host name, not an IP address (SNI never carries one), got " + quoted(name);
     }
     return {};
 }
@@ -720,6 +734,9 @@ void validate_tls_extras(const tls_config& tls) {
             }
         }
     }
+    // Names compare without case (as the handshake's match does): a name twice would leave the
+    // later entry silently unused.
+    std::vector<std::string> seen;
     for (std::size_t i = 0; i < tls.sni.size(); ++i) {
         const tls_sni_config& e = tls.sni[i];
         const std::string at = "tls.sni[" + std::to_string(i) + "]";
@@ -731,6 +748,16 @@ void validate_tls_extras(const tls_config& tls) {
             if (!why.empty()) {
                 throw startup_error(at + ".names", why);
             }
+            std::string lower = n;
+            std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
+                return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+            });
+            if (std::find(seen.begin(), seen.end(), lower) != seen.end()) {
+                throw startup_error(at + ".names", quoted(n) +
+                                                       " is named by an earlier entry or twice in this "
+                                                       "one: only the first would ever be used");
+            }
+            seen.push_back(std::move(lower));
         }
         if (e.cert.empty()) {
             throw startup_error(at + ".cert", "must be set");

@@ -77,6 +77,38 @@ TEST(config_tls_sni, errors_name_the_entry) {
     EXPECT_EQ(e.key(), "tls.cert");
 }
 
+// Names that could never match a client's SNI, or that another entry already claims, are
+// startup errors: a dead entry is otherwise silent.
+TEST(config_tls_sni, names_that_cannot_match_or_repeat_are_refused) {
+    const auto with_names = [](std::vector<std::string> second) {
+        config c;
+        c.tls.cert = "/d.pem";
+        c.tls.key = "/d.key";
+        c.tls.sni = {{{"a.example"}, "/a.pem", "/a.key"}, {std::move(second), "/b.pem", "/b.key"}};
+        return c;
+    };
+    for (const std::vector<std::string>& bad :
+         std::vector<std::vector<std::string>>{{"1.2.3.4"},    // an IPv4 literal: SNI never carries one
+                                               {"*.10.0.0.1"}, // nor under a wildcard
+                                               {std::string(64, 'a') + ".example"}, // a label over 63 bytes
+                                               {"a-.example"},                      // a label ending with '-'
+                                               {"-a.example"},                      // or beginning with one
+                                               {"A.EXAMPLE"}, // entry 0's name: the first would always win
+                                               {"b.example", "B.example"}}) { // twice in one entry
+        SCOPED_TRACE(bad.back());
+        config c = with_names(bad);
+        const auto e = catch_startup_error([&] { validate_config(c); });
+        EXPECT_EQ(e.key(), "tls.sni[1].names") << e.what();
+    }
+    for (const std::string& good :
+         std::vector<std::string>{"b.example", "*.b.example", std::string(63, 'a') + ".example", "x1.io",
+                                  "a.b-c.example", "localhost"}) {
+        SCOPED_TRACE(good);
+        config c = with_names({good});
+        EXPECT_NO_THROW(validate_config(c));
+    }
+}
+
 TEST(config_tls_client_cert, ca_and_mode_come_together) {
     config cfg;
     cfg.tls.cert = "/d.pem";
