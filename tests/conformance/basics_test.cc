@@ -119,23 +119,6 @@ TEST_P(basics_test, head_sends_content_length_of_get_and_no_body) {
     EXPECT_EQ(next->body, "hello");
 }
 
-// An error answered before any handler ran is still a response to HEAD (RFC 9110 §9.3.2): its
-// head says the length, and not one byte of content follows before the close.
-TEST_P(basics_test, an_error_response_to_head_has_no_body) {
-    start_with_routes();
-    for (const std::string& bad : {std::string("HEAD / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
-                                   "HEAD / HTTP/1.1\r\nHost: a\r\nX: " + std::string(16 * 1024, 'a')}) {
-        test_client c(srv().port());
-        ASSERT_TRUE(c.send(bad)) << c.error();
-        auto r = c.read_response(body_rule::head_request);
-        ASSERT_TRUE(r) << c.error();
-        EXPECT_TRUE(r->status == 400 || r->status == 431) << r->status;
-        EXPECT_TRUE(r->header("Content-Length").has_value());
-        EXPECT_TRUE(c.wait_closed()) << c.error();
-        EXPECT_TRUE(c.buffered().empty()) << printable(c.buffered());
-    }
-}
-
 TEST_P(basics_test, http10_closes_by_default) {
     start_with_routes();
     test_client c(srv().port());

@@ -202,8 +202,8 @@ void serialize_stream_end(const response_framing& f, std::string& out) {
 
 // The request's version does not change the bytes: the status line is HTTP/1.1 either way
 // (RFC 9110 §2.5), and "Connection: close" is right for 1.0 and 1.1 alike.
-void serialize_error(int status, std::string_view reason, http_version, bool head_request,
-                     std::string_view date, std::string& out) {
+void serialize_error(int status, std::string_view reason, http_version, std::string_view date,
+                     std::string& out) {
     status = sendable_status(status);
     const std::string_view text = reason.empty() ? reason_phrase(status) : reason;
     out.reserve(out.size() + fixed_head_bytes + date.size() + text.size() + 48);
@@ -216,7 +216,7 @@ void serialize_error(int status, std::string_view reason, http_version, bool hea
         out.append(crlf);
     }
     out.append("Connection: close\r\n\r\n");
-    if (status_has_content(status) && !head_request) {
+    if (status_has_content(status)) {
         out.append(text);
         out.push_back('\n');
     }

@@ -555,11 +555,8 @@ void connection::queue_error(int status, std::string_view reason) noexcept {
     if (v.major != 1) {
         v = {1, 1};
     }
-    // The method is kept as far as the parser got ("HEADX" fails with "HEAD" read): it was
-    // HEAD once a target followed it.
-    const bool head_request = work_ && ex().request().method() == "HEAD" && !ex().request().target().empty();
     try {
-        http::serialize_error(status, reason, v, head_request, lc_.date(), output());
+        http::serialize_error(status, reason, v, lc_.date(), output());
     } catch (const std::bad_alloc&) {
     }
     lc_.server.log.debug("{}: {} {}", peer_, status, reason);
