@@ -269,21 +269,29 @@ TEST_P(client_test, response_too_large) {
 
 // The head has a bound of its own (nginx: "upstream sent too big header"), far below
 // max_response_bytes: the gateway passes a head on whole to its clients.
+void answer_with_a_20k_header(upstream_conn& c) {
+    while (c.read_request()) {
+        (void)c.write("HTTP/1.1 200 OK\r\nX-Big: " + std::string(20'000, 'y') +
+                      "\r\nContent-Length: 2\r\n\r\nok");
+    }
+}
+
 TEST_P(client_test, a_head_over_max_response_head_bytes_is_too_large) {
-    fake_upstream up([](upstream_conn& c) {
-        while (c.read_request()) {
-            (void)c.write("HTTP/1.1 200 OK\r\nX-Big: " + std::string(20'000, 'y') +
-                          "\r\nContent-Length: 2\r\n\r\nok");
-        }
-    });
+    fake_upstream up(answer_with_a_20k_header);
     make_client({up.address()}, {.max_response_head_bytes = 16 * 1024});
     add_routes();
     srv().start();
     EXPECT_EQ(call("/cb").body, error_text(client_errc::response_too_large));
     EXPECT_EQ(call("/co").body, error_text(client_errc::response_too_large));
-    client_.reset();
+}
+
+TEST_P(client_test, a_head_within_max_response_head_bytes_is_passed_on) {
+    fake_upstream up(answer_with_a_20k_header);
     make_client({up.address()}, {.max_response_head_bytes = 32 * 1024});
+    add_routes();
+    srv().start();
     EXPECT_EQ(call("/cb").body, "ok");
+    EXPECT_EQ(call("/co").body, "ok");
 }
 
 TEST_P(client_test, stale_pooled_connection_is_retried_for_get_only) {
