@@ -63,7 +63,9 @@ std::string origin_target(const request& req);
 /// — then n becomes `to`'s declared length (response::content_length): a HEAD gets the
 /// length a GET would have, and a body written after the head is held to the upstream's
 /// framing. So a client_response made by hand with a length and no body answers a GET with
-/// a cut body.
+/// a cut body. Likewise when `from` has no body, no Content-Length and a Transfer-Encoding
+/// (a HEAD whose GET would be chunked): `to` becomes a stream (response::write), so a HEAD
+/// gets a chunked head rather than Content-Length: 0.
 void copy_response(const client_response& from, response& to);
 /// The same, moving the body instead of copying it.
 void copy_response(client_response&& from, response& to);

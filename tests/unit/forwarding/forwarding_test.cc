@@ -187,6 +187,44 @@ TEST(Forwarding, CopyResponseDeclaresALengthThatCameWithoutItsBody) {
     }
 }
 
+TEST(Forwarding, CopyResponseStreamsAHeadWhoseBodyWouldBeChunked) {
+    // The answer to a HEAD whose GET streams chunked: no length is known, and framing the empty
+    // body would tell the client Content-Length: 0 (RFC 9110 §9.3.2). As a stream, the head
+    // goes out chunked, without a body for HEAD.
+    client_response up;
+    up.status = 200;
+    up.headers = {{"Transfer-Encoding", "chunked"}, {"Content-Type", "text/plain"}};
+    response r;
+    copy_response(up, r);
+    EXPECT_TRUE(r.is_streaming());
+    EXPECT_FALSE(r.content_length());
+    EXPECT_EQ(r.raw_headers(), "Content-Type: text/plain\r\n");
+    EXPECT_TRUE(r.body().empty());
+    response moved;
+    copy_response(client_response(up), moved);
+    EXPECT_TRUE(moved.is_streaming());
+
+    // With its body (a GET, relayed whole), with a length, or a status without content: as before.
+    up.body = "abc";
+    response whole;
+    copy_response(up, whole);
+    EXPECT_FALSE(whole.is_streaming());
+    for (int status : {204, 304}) {
+        client_response none;
+        none.status = status;
+        none.headers = {{"Transfer-Encoding", "chunked"}};
+        response out;
+        copy_response(none, out);
+        EXPECT_FALSE(out.is_streaming()) << status;
+    }
+    client_response both;
+    both.status = 200;
+    both.headers = {{"Transfer-Encoding", "chunked"}, {"Content-Length", "0"}};
+    response zero;
+    copy_response(both, zero);
+    EXPECT_FALSE(zero.is_streaming()) << "a declared 0 is a length";
+}
+
 TEST(Forwarding, ContentLengthOfReadsAPlainDecimalWithin64BitsOnly) {
     client_response up;
     EXPECT_FALSE(content_length_of(up));
