@@ -180,6 +180,10 @@ int driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) no
     return 0;
 }
 
+int driver::shutdown_send(int fd) noexcept {
+    return ::shutdown(fd, SHUT_WR) == 0 ? 0 : -errno;
+}
+
 void driver::close(int fd, void* owner) noexcept {
     entries_.erase(
         std::remove_if(entries_.begin(), entries_.end(), [fd](const entry& e) { return e.fd == fd; }),

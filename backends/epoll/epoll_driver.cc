@@ -237,6 +237,10 @@ int driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) no
     return 0;
 }
 
+int driver::shutdown_send(int fd) noexcept {
+    return ::shutdown(fd, SHUT_WR) == 0 ? 0 : -errno;
+}
+
 void driver::close(int fd, void* owner) noexcept {
     if (slot* s = slot_for(fd)) {
         if (s->listening && s->registered) {

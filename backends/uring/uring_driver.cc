@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -250,6 +251,11 @@ int driver::connect(int fd, const sockaddr* addr, socklen_t len, void* owner) no
     set_data(sqe, i);
     st->connect_op = i;
     return 0;
+}
+
+int driver::shutdown_send(int fd) noexcept {
+    // No send is in flight (the caller's rule), so nothing queued in the ring can follow the FIN.
+    return ::shutdown(fd, SHUT_WR) == 0 ? 0 : -errno;
 }
 
 void driver::close(int fd, void* owner) noexcept {

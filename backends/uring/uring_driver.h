@@ -96,6 +96,7 @@ public:
     void pause_recv(int fd, void* owner) noexcept override;
     int send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept override;
     int connect(int fd, const sockaddr* addr, socklen_t len, void* owner) noexcept override;
+    int shutdown_send(int fd) noexcept override;
     void close(int fd, void* owner) noexcept override;
     int wait(std::chrono::nanoseconds timeout, std::vector<completion>& out) noexcept override;
     void release(std::uint32_t buffer) noexcept override;

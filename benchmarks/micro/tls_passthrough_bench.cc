@@ -27,6 +27,7 @@ public:
     void pause_recv(int, void*) noexcept override {}
     int send(int, const iovec*, int, void*) noexcept override { return 0; }
     int connect(int, const sockaddr*, socklen_t, void*) noexcept override { return 0; }
+    int shutdown_send(int) noexcept override { return 0; }
     void close(int, void*) noexcept override {}
     int wait(std::chrono::nanoseconds, std::vector<io::completion>& out) noexcept override {
         out.push_back({owner_, io::op::recv, true, 300, 1, data_});

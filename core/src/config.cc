@@ -453,6 +453,10 @@ constexpr std::array keys{
         "time to send what is queued (plus the rate allowance)"),
     integer_key<&config::limits, &limits_config::min_send_rate>(
         "limits.min_send_rate", 0, gib, "bytes/s a client must read: extends the write timeout; 0 = none"),
+    integer_key<&config::limits, &limits_config::lingering_timeout_ms>(
+        "limits.lingering_timeout_ms", 0, max_timeout_ms,
+        "after a last response with input unread: read and drop it this long before closing; 0 = close at "
+        "once"),
     integer_key<&config::limits, &limits_config::max_connections>("limits.max_connections", 1, 1'000'000,
                                                                   "open connections per server"),
     integer_key<&config::limits, &limits_config::max_keepalive_requests>(

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sluice/error.h>
 #include <sluice/exchange.h>
@@ -33,7 +34,34 @@ protected:
             contexts_.add(ctx);
         });
         srv().route("GET", "/next", [](exchange& ex) { ex.response().text("next"); });
+        srv().route("GET", "/slow-sync", [](exchange& ex) {
+            // Long enough for the FIN to arrive while the handler runs (on a pool worker, the
+            // connection's loop sees it meanwhile).
+            std::this_thread::sleep_for(milliseconds(300));
+            ex.response().text("done");
+        });
+        srv().route("GET", "/big", [](exchange& ex) { ex.response().text(std::string(big_body, 'b')); });
     }
+
+    /// Sends bytes and the FIN together, then reads n responses and the server's close.
+    void expect_answers_after_half_close(const std::string& bytes, std::size_t n,
+                                         const std::vector<std::string>& bodies) {
+        test_client c(srv().port());
+        ASSERT_TRUE(c.send(bytes)) << c.error();
+        c.shutdown_write();
+        for (std::size_t i = 0; i < n; ++i) {
+            auto r = c.read_response();
+            ASSERT_TRUE(r) << "response " << i + 1 << " of " << n << ": " << c.error();
+            EXPECT_EQ(r->status, 200);
+            EXPECT_EQ(r->body, bodies[i]) << "response " << i + 1;
+        }
+        EXPECT_TRUE(c.wait_closed()) << c.error();
+        EXPECT_EQ(c.buffered(), "");
+        EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }))
+            << "connections_open = " << srv().stats().connections_open;
+    }
+
+    static constexpr std::size_t big_body = 200 * 1024; // two fill the 256 KiB output mark
 
     /// Sends bytes and the FIN together; on_error(client_disconnected) then on_complete must
     /// follow within `prompt`, and everything is freed.
@@ -78,6 +106,46 @@ TEST_P(half_close_test, fin_behind_a_pipelined_backlog_that_pauses_receiving) {
     for (int i = 0; i < 5 && !HasFailure(); ++i) {
         send_then_half_close(bytes);
     }
+}
+
+TEST_P(half_close_test, a_sync_handler_answers_a_client_that_half_closed_while_it_ran) {
+    // printf 'GET ...' | nc -N: the client sends its request, shuts down its sending side and
+    // reads. A handler that answers without suspending owes it the response, whether it ran
+    // inline or on a pool worker, and the request pipelined behind it too.
+    add_routes();
+    srv().start();
+    expect_answers_after_half_close(get_request("/slow-sync") + get_request("/next"), 2, {"done", "next"});
+}
+
+TEST_P(half_close_test, requests_buffered_behind_a_full_output_are_answered_after_a_half_close) {
+    // Parsing pauses while 256 KiB of responses wait; the FIN seen meanwhile must not drop the
+    // complete requests still buffered.
+    add_routes();
+    srv().start();
+    std::string bytes;
+    std::vector<std::string> bodies;
+    for (int i = 0; i < 6; ++i) {
+        bytes += get_request("/big");
+        bodies.emplace_back(big_body, 'b');
+    }
+    bytes += get_request("/next");
+    bodies.emplace_back("next");
+    expect_answers_after_half_close(bytes, bodies.size(), bodies);
+}
+
+TEST_P(half_close_test, requests_unread_behind_a_paused_receive_are_answered_after_a_half_close) {
+    // More than the connection buffers (64 KiB) arrives with the FIN behind it, so receiving
+    // pauses and the end of stream is reported before the bytes ahead of it (backend.h rule 6):
+    // those bytes are still requests to answer.
+    add_routes();
+    srv().start();
+    std::string bytes = get_request("/slow-sync");
+    std::vector<std::string> bodies{"done"};
+    while (bytes.size() < 96 * 1024) {
+        bytes += get_request("/next");
+        bodies.emplace_back("next");
+    }
+    expect_answers_after_half_close(bytes, bodies.size(), bodies);
 }
 
 SLUICE_BACKEND_SUITE(half_close_test);

@@ -56,7 +56,7 @@ TEST(config, test_list_covers_every_key_describe_config_knows) {
         tested.insert(std::string(k.key));
     }
     EXPECT_EQ(described, tested);
-    EXPECT_EQ(described.size(), 36U);
+    EXPECT_EQ(described.size(), 37U);
 }
 
 TEST(config, defaults_are_documented_values) {
@@ -132,6 +132,8 @@ INSTANTIATE_TEST_SUITE_P(
                       bad_value{"limits.write_timeout_ms", "0", "between 1 and"},
                       bad_value{"limits.min_send_rate", "1073741825", "at most 1073741824"},
                       bad_value{"limits.min_send_rate", "-1", "must not be negative"},
+                      bad_value{"limits.lingering_timeout_ms", "-1", "must not be negative"},
+                      bad_value{"limits.lingering_timeout_ms", "86400001", "at most 86400000"},
                       bad_value{"limits.max_connections", "0", "between 1 and 1000000"},
                       bad_value{"limits.max_connections", "1000001", "between 1 and 1000000"},
                       bad_value{"limits.max_keepalive_requests", "4294967296", "at most 4294967295"}));

@@ -145,6 +145,8 @@ inline const std::vector<key_case>& every_key() {
         {"limits.idle_timeout_ms", "3", "3", [](const config& c) { return c.limits.idle_timeout_ms == 3; }},
         {"limits.write_timeout_ms", "4", "4", [](const config& c) { return c.limits.write_timeout_ms == 4; }},
         {"limits.min_send_rate", "0", "0", [](const config& c) { return c.limits.min_send_rate == 0; }},
+        {"limits.lingering_timeout_ms", "0", "0",
+         [](const config& c) { return c.limits.lingering_timeout_ms == 0; }},
         {"limits.max_connections", "1000000", "1000000",
          [](const config& c) { return c.limits.max_connections == 1'000'000; }},
         {"limits.max_keepalive_requests", "100", "100",

@@ -96,6 +96,9 @@ public:
     virtual void pause_recv(int fd, void* owner) noexcept = 0;
     /// Sends the bytes of iov (rule 7).
     virtual int send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept = 0;
+    /// Ends the sending side (the FIN, after TLS's close_notify) while receiving goes on; called
+    /// with no send outstanding on fd. Synchronous, no completion: 0 or -errno.
+    virtual int shutdown_send(int fd) noexcept = 0;
     /// Connects a non-blocking socket: one op::connect completion, 0 or -errno.
     virtual int connect(int fd, const sockaddr* addr, socklen_t len, void* owner) noexcept = 0;
     /// Cancels everything on fd and closes it (rule 4).

@@ -39,6 +39,10 @@ struct limits_config {
     /// Bytes per second a client must read at the least: each queued byte adds 1/min_send_rate s
     /// to the write timeout; 0 = none (write_timeout_ms caps the whole send).
     std::uint32_t min_send_rate = 1024;
+    /// After a last response with the client's input unread (an error mid-request, requests
+    /// pipelined behind it): the sending side is shut and input dropped for up to this long
+    /// before closing, so that the close does not reset the response away; 0 = close at once.
+    std::uint32_t lingering_timeout_ms = 5'000;
     std::uint32_t max_connections = 10'000;   ///< per server; beyond it new connections are closed at once
     std::uint32_t max_keepalive_requests = 0; ///< requests per connection before close; 0 = unlimited
 };

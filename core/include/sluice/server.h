@@ -30,6 +30,9 @@ struct client_stats;
 struct server_stats {
     std::uint64_t connections_accepted = 0;
     std::uint64_t connections_open = 0;
+    /// Of those, connections whose last response is out and that read and drop what the client
+    /// still sends before closing (limits.lingering_timeout_ms).
+    std::uint64_t connections_lingering = 0;
     /// Connections closed at once: limits.max_connections reached, or (blocking) every thread busy
     /// and the accept queue full.
     std::uint64_t connections_refused = 0;

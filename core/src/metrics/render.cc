@@ -82,6 +82,9 @@ void render_server(exposition& e, const metrics_snapshot& s) {
         "connections closed at once because limits.max_connections (or the blocking accept queue) was full",
         st.connections_refused);
     e.single("sluice_connections_open", "gauge", "connections open now", st.connections_open);
+    e.single("sluice_connections_lingering", "gauge",
+             "open connections whose last response is out, reading what the client still sends",
+             st.connections_lingering);
     e.single("sluice_http_requests_in_flight", "gauge",
              "requests being handled now (suspended ones included)", st.exchanges_live);
     e.single("sluice_http_requests_suspended", "gauge", "requests suspended in start_async() now",
@@ -150,8 +153,8 @@ void render_clients(exposition& e, const metrics_snapshot& s) {
          [](auto& c) { return c.failed; });
     each("sluice_client_tls_handshakes_total", "counter", "TLS handshakes completed (https upstreams)",
          [](auto& c) { return c.tls_handshakes; });
-    each("sluice_client_tls_resumed_total", "counter", "of those, resumed from an earlier connection's session",
-         [](auto& c) { return c.tls_resumed; });
+    each("sluice_client_tls_resumed_total", "counter",
+         "of those, resumed from an earlier connection's session", [](auto& c) { return c.tls_resumed; });
     e.family("sluice_client_failures_total", "counter",
              "calls completed with an error, by kind (client_errc)");
     for (const client_figures& c : s.clients) {

@@ -95,6 +95,10 @@ void connection::on_recv(const io::completion& c) noexcept {
     if (!c.more) {
         recv_armed_ = false;
     }
+    if (state_ == state::lingering) {
+        on_linger_recv(c);
+        return;
+    }
     if (state_ == state::closing) {
         return;
     }
@@ -119,9 +123,11 @@ void connection::on_recv(const io::completion& c) noexcept {
             lc_.loop.driver().pause_recv(fd_, this);
         }
         refresh_deadline();
-    } else if (c.result == 0 || (c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN &&
-                                 c.result != -EINTR)) {
-        peer_gone(exchange_errc::client_disconnected); // end of stream, or the socket failed
+    } else if (c.result == 0) {
+        end_of_input();
+        return;
+    } else if (c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN && c.result != -EINTR) {
+        peer_gone(exchange_errc::client_disconnected); // the socket failed
         return;
     }
     // The driver stopped receiving (buffer shortage, or the end of a pause): re-arm unless we
@@ -188,11 +194,23 @@ void connection::process_input() noexcept {
     const std::size_t buffered = in_ ? in_->size() - in_off_ : 0;
     if (recv_paused_ && buffered <= max_buffered_input / 2 && state_ != state::closing) {
         recv_paused_ = false;
-        if (!recv_armed_ && !peer_closed_) {
+        if (!recv_armed_ && (!peer_closed_ || eof_unread_)) {
+            // After an end of stream reported while paused, receiving again gives the bytes
+            // still ahead of the FIN, then the end once more (backend.h rule 6).
+            const bool was_closed = peer_closed_;
+            peer_closed_ = false;
+            eof_unread_ = false;
             recv_armed_ = true;
             if (lc_.loop.driver().recv(fd_, this) < 0) {
                 recv_armed_ = false;
+                peer_closed_ = was_closed;
             }
+        }
+    }
+    if (peer_closed_ && state_ == state::reading) {
+        close_at_end_of_input();
+        if (state_ == state::closing) {
+            return;
         }
     }
     trim_buffers();
@@ -265,16 +283,55 @@ void connection::on_request_ready() noexcept {
     dispatch();
 }
 
+void connection::end_of_input() noexcept {
+    // The client sends no more. It may still read (a half-close: `printf ... | nc -N`), or it
+    // may have closed altogether, which only a failed send would tell.
+    peer_closed_ = true;
+    eof_unread_ = recv_paused_;
+    switch (state_) {
+    case state::reading:
+        close_at_end_of_input();
+        break;
+    case state::dispatching:
+        // A pool worker runs the handler. A response it gives is still sent; an exchange it
+        // suspends ends with client_disconnected (suspend()), as a suspended one does here.
+        break;
+    case state::suspended:
+        // An async exchange hears the end of stream as the client leaving: the client cannot be
+        // told apart from one that closed, and a gateway stops its upstream call for it
+        // (nginx: 499 "client prematurely closed connection").
+        abort_exchange(exchange_errc::client_disconnected);
+        break;
+    case state::lingering:
+    case state::closing:
+        break;
+    }
+}
+
+void connection::close_at_end_of_input() noexcept {
+    // Complete requests already received are answered first: ones buffered while parsing waits
+    // for the output to drain, and ones still ahead of the FIN in the kernel (eof_unread_).
+    // process_input() comes back here once it has parsed what it can.
+    const bool unparsed = in_ && in_off_ < in_->size();
+    if (!close_after_flush_ && (eof_unread_ || unparsed)) {
+        return;
+    }
+    // A request cut short has nobody to answer; responses already queued still go out.
+    if (output_idle()) {
+        close_now();
+    } else {
+        close_after_flush_ = true;
+    }
+}
+
 void connection::peer_gone(exchange_errc why) noexcept {
     peer_closed_ = true;
     switch (state_) {
     case state::reading:
-        // A request cut short has nobody to answer; responses already queued still go out
-        // (the peer may only have shut down its sending side).
         if (output_idle()) {
             close_now();
         } else {
-            close_after_flush_ = true;
+            close_after_flush_ = true; // the send fails too, or what is queued still goes out
         }
         break;
     case state::dispatching:
@@ -283,6 +340,9 @@ void connection::peer_gone(exchange_errc why) noexcept {
         break;
     case state::suspended:
         abort_exchange(why);
+        break;
+    case state::lingering:
+        close_now();
         break;
     case state::closing:
         break;
@@ -310,7 +370,7 @@ void connection::start_send() noexcept {
     }
     if (!has_bytes(out_next_)) {
         if (close_after_flush_ && state_ == state::reading) {
-            close_now();
+            close_or_linger();
         }
         return;
     }
@@ -372,6 +432,7 @@ void connection::write_failed() noexcept {
         pending_error_ = exchange_errc::write_failed; // a worker has the exchange: act on its return
         break;
     case state::reading:
+    case state::lingering:
         close_now();
         break;
     case state::closing:
@@ -399,7 +460,7 @@ void connection::on_sent(const io::completion& c) noexcept {
         if (has_bytes(out_next_)) {
             start_send();
         } else if (close_after_flush_ && state_ == state::reading) {
-            close_now();
+            close_or_linger();
             return;
         } else {
             deadline_kind_ = deadline_kind::none;
@@ -448,6 +509,9 @@ void connection::shutdown() noexcept {
         // The response in the making will say Connection: close.
         close_after_flush_ = true;
         break;
+    case state::lingering:
+        close_now(); // its response is out: the drain does not wait for the client's end
+        break;
     case state::closing:
         break;
     }
@@ -481,9 +545,63 @@ void connection::end_for_shutdown() noexcept {
         finish_exchange(exchange_errc::shutting_down);
         break;
     }
+    case state::lingering:
+        close_now();
+        break;
     case state::dispatching:
     case state::closing:
         break; // a worker runs the handler: its response closes the connection
+    }
+}
+
+void connection::close_or_linger() noexcept {
+    // Closing a socket with received bytes unread makes Linux reset the connection, and a
+    // reset can destroy the response just sent before the client reads it (RFC 9112 §9.6): a
+    // 413 to a client still sending its body, a response ahead of requests pipelined behind
+    // it. When the client may still be sending, the sending side is shut instead (the client
+    // sees the end of the response), and what comes is read and dropped until the client's
+    // end or limits.lingering_timeout_ms (nginx's lingering_close). The drain does not wait.
+    const std::uint32_t ms = lc_.server.cfg.limits.lingering_timeout_ms;
+    const bool more_may_come = linger_wanted_ || work_ || (in_ && in_off_ < in_->size()) || recv_paused_;
+    if (ms == 0 || peer_closed_ || !more_may_come || shutting_down_ || lc_.loop.stop_requested() ||
+        lc_.loop.driver().shutdown_send(fd_) < 0) {
+        close_now();
+        return;
+    }
+    if (work_) {
+        release_exchange(exchange_errc::client_disconnected); // a request nobody will answer
+    }
+    state_ = state::lingering;
+    lc_.counters.add(lc_.counters.lingering, 1);
+    if (in_) {
+        in_->clear();
+        in_off_ = 0;
+    }
+    trim_buffers();
+    set_deadline(deadline_kind::linger);
+    if (!recv_armed_) {
+        recv_paused_ = false;
+        recv_armed_ = true;
+        if (lc_.loop.driver().recv(fd_, this) < 0) {
+            recv_armed_ = false;
+            close_now();
+        }
+    }
+}
+
+void connection::on_linger_recv(const io::completion& c) noexcept {
+    // The bytes are dropped (the loop releases the buffer); the end, or a failure, closes.
+    if (c.result == 0 || (c.result < 0 && c.result != -ENOBUFS && c.result != -ECANCELED &&
+                          c.result != -EAGAIN && c.result != -EINTR)) {
+        close_now();
+        return;
+    }
+    if (!recv_armed_) {
+        recv_armed_ = true;
+        if (lc_.loop.driver().recv(fd_, this) < 0) {
+            recv_armed_ = false;
+            close_now();
+        }
     }
 }
 
@@ -504,6 +622,9 @@ void connection::close_now() noexcept {
     }
     if (work_) {
         release_exchange(exchange_errc::client_disconnected);
+    }
+    if (state_ == state::lingering) {
+        lc_.counters.add(lc_.counters.lingering, -1);
     }
     state_ = state::closing;
     lc_.loop.cancel(timer_);

@@ -13,6 +13,9 @@
 //      |                  (keep-alive: the next pipelined request is parsed at once;
 //      |                   responses are queued in order and flushed once per iteration)
 //      +-- any state --> [closing] --(driver's op::close)--> freed
+//      |                     ^
+//      +-- last response out, input unread --> [lingering] (sending side shut, input dropped
+//                                               until the client's end or lingering_timeout_ms)
 //
 // Everything here runs on the connection's loop thread. With dispatch = pool the
 // handler runs on a worker while the connection stays in [dispatching]; nothing
@@ -78,8 +81,8 @@ public:
     }
 
 private:
-    enum class state : std::uint8_t { reading, dispatching, suspended, closing };
-    enum class deadline_kind : std::uint8_t { none, first_request, idle, head, body, write };
+    enum class state : std::uint8_t { reading, dispatching, suspended, lingering, closing };
+    enum class deadline_kind : std::uint8_t { none, first_request, idle, head, body, write, linger };
 
     exchange& ex() noexcept;
     http::phase phase() const noexcept;
@@ -91,6 +94,8 @@ private:
     void compact_input() noexcept;
     void acquire_slot() noexcept;
     void on_request_ready() noexcept;
+    void end_of_input() noexcept;          // the client's end of stream
+    void close_at_end_of_input() noexcept; // once what it sent is answered
     void peer_gone(exchange_errc why) noexcept;
 
     // Exchanges.
@@ -141,6 +146,8 @@ private:
     void on_async_timeout() noexcept;
     void rearm_async_timeout() noexcept;
 
+    void close_or_linger() noexcept; // the last response is out
+    void on_linger_recv(const io::completion& c) noexcept;
     void close_now() noexcept;
     void on_closed() noexcept;
     void trim_buffers() noexcept;
@@ -169,8 +176,10 @@ private:
     bool sending_ = false;
     bool recv_armed_ = false;
     bool recv_paused_ = false;
-    bool peer_closed_ = false;
+    bool peer_closed_ = false; // no more input: an end of stream or a failed socket
+    bool eof_unread_ = false;  // the end of stream came while paused: bytes ahead of it are unread
     bool close_after_flush_ = false;
+    bool linger_wanted_ = false; // an error ended the request: the rest of it may still come
     bool in_process_input_ = false;
     bool shutting_down_ = false;
     bool drain_expired_ = false;

@@ -10,8 +10,8 @@ void connection::refresh_deadline() noexcept {
     if (state_ == state::closing) {
         return;
     }
-    if (sending_) {
-        return; // the write deadline runs
+    if (sending_ || state_ == state::lingering) {
+        return; // the write deadline, or the lingering one, runs
     }
     deadline_kind want = deadline_kind::none;
     if (state_ == state::reading) {
@@ -59,6 +59,9 @@ void connection::set_deadline(deadline_kind kind) noexcept {
         break;
     case deadline_kind::write:
         ms = l.write_timeout_ms;
+        break;
+    case deadline_kind::linger:
+        ms = l.lingering_timeout_ms;
         break;
     }
     deadline_kind_ = kind;
@@ -125,6 +128,9 @@ void connection::on_deadline() noexcept {
         return;
     case deadline_kind::write:
         write_failed(); // the client stopped reading
+        return;
+    case deadline_kind::linger:
+        close_now(); // the client did not end its side in time
         return;
     case deadline_kind::none:
         return;

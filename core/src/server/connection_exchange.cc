@@ -317,9 +317,11 @@ void connection::on_async_timeout() noexcept {
 bool connection::decide_keep_alive() noexcept {
     const auto& req = ex().request();
     const auto& limits = lc_.server.cfg.limits;
-    if (!req.keep_alive() || close_after_flush_ || peer_closed_ || shutting_down_ ||
-        lc_.loop.stop_requested()) {
+    if (!req.keep_alive() || close_after_flush_ || shutting_down_ || lc_.loop.stop_requested()) {
         return false;
+    }
+    if (peer_closed_ && !eof_unread_ && !has_pipelined_input()) {
+        return false; // the client sends no more: this is the last response
     }
     if (limits.max_keepalive_requests != 0 && served_ + 1 >= limits.max_keepalive_requests) {
         return false;
@@ -560,6 +562,7 @@ void connection::queue_error(int status, std::string_view reason) noexcept {
     } catch (const std::bad_alloc&) {
     }
     lc_.server.log.debug("{}: {} {}", peer_, status, reason);
+    linger_wanted_ = true; // what the client sends after the failed part is not read
     if (work_) {
         if (lc_.records()) {
             lc_.record(*work_, status, 0);

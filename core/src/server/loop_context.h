@@ -46,6 +46,7 @@ using buffer = std::unique_ptr<std::string>;
 struct loop_counters {
     std::atomic<std::uint64_t> accepted{0};
     std::atomic<std::uint64_t> open{0};
+    std::atomic<std::uint64_t> lingering{0};
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> exchanges_live{0};
     std::atomic<std::uint64_t> suspended{0};
@@ -58,6 +59,7 @@ struct loop_counters {
     void add_to(server_stats& st) const noexcept {
         st.connections_accepted += accepted.load(std::memory_order_relaxed);
         st.connections_open += open.load(std::memory_order_relaxed);
+        st.connections_lingering += lingering.load(std::memory_order_relaxed);
         st.requests += requests.load(std::memory_order_relaxed);
         st.exchanges_live += exchanges_live.load(std::memory_order_relaxed);
         st.exchanges_suspended += suspended.load(std::memory_order_relaxed);

@@ -65,7 +65,10 @@ struct tls_driver::conn {
     bool has_final = false; ///< receiving ended: final is 0 (end of stream) or -errno
     bool final_reported = false;
     std::int32_t final = 0;
-    bool cut = false; ///< a client's stream ended without close_notify: final is -ECONNRESET
+    bool cut = false;         ///< a client's stream ended without close_notify: final is -ECONNRESET
+    bool notify_sent = false; ///< our close_notify is written (shutdown_send or close)
+    bool eof_unread =
+        false; ///< final 0 told to a paused server owner, ciphertext still unread before the FIN
     bool touched = false;
     bool has_deadline = false;
 

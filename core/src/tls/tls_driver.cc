@@ -235,6 +235,13 @@ int tls_driver::recv(int fd, void* owner) noexcept {
     }
     s->owner = owner;
     s->owner_recv = true;
+    if (s->eof_unread) {
+        // The hang-up told while paused: read the ciphertext ahead of the FIN, whose end the
+        // inner driver reports again (rule 6).
+        s->eof_unread = false;
+        s->has_final = false;
+        s->final_reported = false;
+    }
     if (s->plain_len > 0 || s->has_final) {
         s->final_reported = false; // re-armed after the end: say it again (rule 6)
         touch(*s);
@@ -301,17 +308,8 @@ void tls_driver::close(int fd, void* owner) noexcept {
     s->owner = owner;
     s->closing = true;
     end_handshake_clock(*s);
-    // Best effort close_notify (RFC 8446 6.1), written straight to the socket without waiting:
-    // it must not hold the close, and nothing may interleave with an inner send in flight.
-    if (!s->handshaking && !s->has_final && !s->inner_sending) {
-        prime_queue(*s);
-        ERR_clear_error();
-        SSL_shutdown(s->ssl);
-        ERR_clear_error();
-        if (!s->queued.empty()) {
-            [[maybe_unused]] const ssize_t n =
-                ::send(fd, s->queued.data(), s->queued.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-        }
+    if (!s->has_final) {
+        send_close_notify(*s);
     }
     // SSL_free drops a session whose connection it thinks ended badly (no close_notify sent)
     // from the session cache. The peer closing first (close_notify or a bare FIN, the usual end
@@ -322,6 +320,37 @@ void tls_driver::close(int fd, void* owner) noexcept {
         SSL_set_shutdown(s->ssl, SSL_get_shutdown(s->ssl) | SSL_SENT_SHUTDOWN);
     }
     inner_->close(fd, tagged(s));
+}
+
+void tls_driver::send_close_notify(conn& s) noexcept {
+    // Best effort close_notify (RFC 8446 6.1), written straight to the socket without waiting:
+    // it must not hold the close, and nothing may interleave with an inner send in flight.
+    if (s.handshaking || s.inner_sending || s.notify_sent) {
+        return;
+    }
+    s.notify_sent = true;
+    prime_queue(s);
+    ERR_clear_error();
+    SSL_shutdown(s.ssl);
+    ERR_clear_error();
+    if (!s.queued.empty()) {
+        [[maybe_unused]] const ssize_t n =
+            ::send(s.fd, s.queued.data(), s.queued.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        s.queued.clear();
+    }
+}
+
+int tls_driver::shutdown_send(int fd) noexcept {
+    conn* s = find(fd);
+    if (s == nullptr) {
+        return inner_->shutdown_send(fd);
+    }
+    if (s->handshaking || s->plain_http || s->has_final) {
+        return -ENOTCONN; // nothing to half-close politely: the owner closes instead
+    }
+    // Receiving goes on after our close_notify: OpenSSL reads until the peer's (or its FIN).
+    send_close_notify(*s);
+    return inner_->shutdown_send(fd);
 }
 
 void tls_driver::release(std::uint32_t buffer) noexcept {
@@ -447,7 +476,18 @@ void tls_driver::on_inner_eof(conn& s) noexcept {
         // length a request has no body), so a cut request is HTTP's error anyway. It ends the
         // stream as a FIN does, and a paused owner hears it at once (a client gone while its
         // request is suspended). A client's handshake: the connect fails.
+        //
+        // This may be the hang-up report of a paused receive, with ciphertext still unread ahead
+        // of the FIN (requests a half-closed client pipelined): as rule 6 has it, those bytes
+        // come when the owner receives again, then the end once more. An owner still receiving
+        // (we paused for our own backlog) is told nothing yet: its bytes come first.
+        char next = 0;
+        const bool unread = !s.handshaking && ::recv(s.fd, &next, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+        if (unread && s.owner_recv) {
+            return; // arm_inner_recv reads on once the backlog is gone
+        }
         fail(s, 0);
+        s.eof_unread = unread;
         return;
     }
     // An upstream's response may end with the stream (RFC 9112 6.3, item 8), and a FIN carries no

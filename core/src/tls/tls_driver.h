@@ -97,6 +97,7 @@ public:
     void pause_recv(int fd, void* owner) noexcept override;
     int send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept override;
     int connect(int fd, const sockaddr* addr, socklen_t len, void* owner) noexcept override;
+    int shutdown_send(int fd) noexcept override;
     void close(int fd, void* owner) noexcept override;
     int wait(std::chrono::nanoseconds timeout, std::vector<io::completion>& out) noexcept override;
     void release(std::uint32_t buffer) noexcept override;
@@ -131,6 +132,8 @@ private:
     bool reserve_plain(conn& s) noexcept;
     void give_plain(conn& s) noexcept;
     void prime_queue(conn& s) noexcept;
+    /// Writes close_notify straight to the socket, once, when nothing else is being sent.
+    void send_close_notify(conn& s) noexcept;
     void give_string(std::string& s) noexcept;
     void free_conn(conn& s) noexcept;
 

@@ -26,6 +26,7 @@ public:
     int connect(int f, const sockaddr* a, socklen_t l, void* o) noexcept override {
         return inner.connect(f, a, l, o);
     }
+    int shutdown_send(int f) noexcept override { return inner.shutdown_send(f); }
     void close(int f, void* o) noexcept override { inner.close(f, o); }
     void release(std::uint32_t b) noexcept override { inner.release(b); }
     void wake() noexcept override {}

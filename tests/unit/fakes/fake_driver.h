@@ -32,6 +32,7 @@ public:
         bool receiving = false;
         bool paused = false;
         bool closed = false;
+        bool write_shut = false; ///< shutdown_send() was called
         bool eof_at_end = false; ///< deliver end-of-stream once every inbound byte went out
         bool eof_sent = false;
         /// With eof_at_end: the FIN is in the socket behind the bytes not yet delivered, and a
@@ -102,6 +103,11 @@ public:
     }
 
     int connect(int, const sockaddr*, socklen_t, void*) noexcept override { return -EOPNOTSUPP; }
+
+    int shutdown_send(int fd) noexcept override {
+        peers[fd].write_shut = true;
+        return 0;
+    }
 
     void close(int fd, void* owner) noexcept override {
         peer& p = peers[fd];
