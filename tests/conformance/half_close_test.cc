@@ -148,6 +148,37 @@ TEST_P(half_close_test, requests_unread_behind_a_paused_receive_are_answered_aft
     expect_answers_after_half_close(bytes, bodies.size(), bodies);
 }
 
+TEST_P(half_close_test, a_closing_response_behind_a_paused_receive_is_not_reset_away) {
+    // Requests padded past what the connection buffers (64 KiB), so that receiving pauses and
+    // the end of stream is reported with their bytes still unread in the kernel; the sixth ends
+    // the connection. Closing with those bytes unread would reset it, discarding the responses
+    // still in the send buffer (the client reads through a small receive buffer): the server
+    // lingers instead, as for any close with input unread.
+    add_routes();
+    srv().start();
+    client_socket_options small;
+    small.rcvbuf = 16 * 1024;
+    test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
+                  small);
+    const std::string pad = "X-Pad: " + std::string(4096, 'p') + "\r\n";
+    std::string bytes;
+    for (int i = 0; i < 24; ++i) {
+        bytes += get_request("/big", i == 5 ? pad + "Connection: close\r\n" : pad);
+    }
+    ASSERT_TRUE(c.send(bytes)) << c.error();
+    c.shutdown_write();
+    for (int i = 0; i < 6; ++i) {
+        auto r = c.read_response();
+        ASSERT_TRUE(r) << "response " << i + 1 << " of 6: " << c.error();
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(r->body.size(), big_body) << "response " << i + 1;
+    }
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+    EXPECT_EQ(c.buffered(), "");
+    EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }))
+        << "connections_open = " << srv().stats().connections_open;
+}
+
 SLUICE_BACKEND_SUITE(half_close_test);
 
 } // namespace

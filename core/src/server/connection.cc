@@ -318,7 +318,7 @@ void connection::close_at_end_of_input() noexcept {
     }
     // A request cut short has nobody to answer; responses already queued still go out.
     if (output_idle()) {
-        close_now();
+        close_or_linger(); // bytes may be unread still, when a response ended the connection
     } else {
         close_after_flush_ = true;
     }
@@ -562,9 +562,15 @@ void connection::close_or_linger() noexcept {
     // sees the end of the response), and what comes is read and dropped until the client's
     // end or limits.lingering_timeout_ms (nginx's lingering_close). The drain does not wait.
     const std::uint32_t ms = lc_.server.cfg.limits.lingering_timeout_ms;
-    const bool more_may_come = linger_wanted_ || work_ || (in_ && in_off_ < in_->size()) || recv_paused_;
-    if (ms == 0 || peer_closed_ || !more_may_come || shutting_down_ || lc_.loop.stop_requested() ||
-        lc_.loop.driver().shutdown_send(fd_) < 0) {
+    // After the client's end of stream nothing more comes, except what was ahead of it and
+    // unread when it was reported (eof_unread_: receiving was paused).
+    const bool more_may_come =
+        linger_wanted_ || work_ || (in_ && in_off_ < in_->size()) || recv_paused_ || eof_unread_;
+    // Under keep-alive pressure (thread-per-connection: most threads taken) a lingering
+    // connection would hold its thread for a client that is done: it closes at once.
+    const bool pressed = lc_.server.keepalive_pressure.load(std::memory_order_relaxed);
+    if (ms == 0 || (peer_closed_ && !eof_unread_) || !more_may_come || shutting_down_ || pressed ||
+        lc_.loop.stop_requested() || lc_.loop.driver().shutdown_send(fd_) < 0) {
         close_now();
         return;
     }

@@ -345,8 +345,15 @@ int tls_driver::shutdown_send(int fd) noexcept {
     if (s == nullptr) {
         return inner_->shutdown_send(fd);
     }
-    if (s->handshaking || s->plain_http || s->has_final) {
-        return -ENOTCONN; // nothing to half-close politely: the owner closes instead
+    if (s->handshaking || s->plain_http || (s->has_final && !s->eof_unread)) {
+        // Nothing to half-close politely: the owner closes instead. (A hang-up told while the
+        // owner was paused, with bytes ahead of it, is not the end yet: eof_unread.)
+        return -ENOTCONN;
+    }
+    if (s->inner_sending) {
+        // Records of our own are on their way (an answer OpenSSL wrote while reading): a FIN
+        // now would overtake them, and the close_notify could not follow (rule 7).
+        return -EBUSY;
     }
     // Receiving goes on after our close_notify: OpenSSL reads until the peer's (or its FIN).
     send_close_notify(*s);
