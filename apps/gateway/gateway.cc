@@ -42,10 +42,10 @@ bool refused(sluice::exchange& ex) {
     return false;
 }
 
-sluice::response downstream_response(sluice::result<sluice::client_response> r) {
+sluice::response downstream_response(sluice::result<sluice::client_response> r, std::string_view method) {
     sluice::response out;
     if (r) {
-        sluice::copy_response(std::move(*r), out); // the body moves, not copied
+        sluice::copy_response(std::move(*r), out, method); // the body moves, not copied
         return out;
     }
     const std::error_code ec = r.error();

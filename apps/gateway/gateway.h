@@ -37,8 +37,9 @@ sluice::client_request upstream_request(sluice::exchange& ex, std::string_view u
 bool refused(sluice::exchange& ex);
 
 /// The downstream response for an upstream result: the upstream's response (end-to-end
-/// headers), or 504 for a timeout, 503 for an exhausted pool, 502 for any other failure.
-sluice::response downstream_response(sluice::result<sluice::client_response> r);
+/// headers; `method` is the downstream request's, for HEAD: sluice::copy_response), or 504
+/// for a timeout, 503 for an exhausted pool, 502 for any other failure.
+sluice::response downstream_response(sluice::result<sluice::client_response> r, std::string_view method = {});
 
 struct route {
     std::string method;

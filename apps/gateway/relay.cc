@@ -26,6 +26,7 @@ constexpr const char* relay_attribute = "gateway.relay";
 void relay::start(gateway& g, exchange& ex, sluice::client_request up, relay_finish how) {
     auto r = std::make_shared<relay>(how);
     r->exec_ = ex.executor();
+    r->method_ = ex.request().method() == "HEAD" ? "HEAD" : "";
     ex.set_attribute(relay_attribute, r);
     async_context ctx = ex.start_async();
     {
@@ -150,7 +151,7 @@ void relay::on_end(std::error_code e) {
             std::lock_guard lock(mu_);
             if (!e && head_) {
                 head_->body = std::move(pending_); // whole: sent with its length, not streamed
-                sluice::copy_response(std::move(*head_), out);
+                sluice::copy_response(std::move(*head_), out, method_);
             } else {
                 out = downstream_response(
                     sluice::result<client_response>(e ? e : make_error_code(sluice::client_errc::reset)));
@@ -218,7 +219,7 @@ void relay::dispatch(exchange& ex) {
     if (first && ended && !error) {
         // Whole before anything went out: sent as it came, with Content-Length.
         head->body = std::move(bytes);
-        sluice::copy_response(std::move(*head), ex.response());
+        sluice::copy_response(std::move(*head), ex.response(), method_);
         return;
     }
     if (ended && error) {
@@ -242,7 +243,7 @@ void relay::dispatch(exchange& ex) {
         // reaches the client as fewer bytes than declared and a closed connection. For HEAD
         // the length is the one a GET would have and no body is counted; for 304 the core
         // sends the head alone.
-        sluice::copy_response(*head, ex.response());
+        sluice::copy_response(*head, ex.response(), method_);
     }
     // Streaming from the first piece on (also an empty one: the head goes out now).
     ex.response().write(bytes);

@@ -69,7 +69,8 @@ private:
     sluice::async_context take_wake();
 
     const relay_finish how_;
-    sluice::executor exec_; // the exchange's loop; set before the call starts, then only read
+    sluice::executor exec_;   // the exchange's loop; set before the call starts, then only read
+    std::string_view method_; // "HEAD" for a HEAD (sluice::copy_response), else empty; set at start
     std::mutex mu_;
     sluice::client_call call_;
     sluice::async_context ctx_; // the current suspension; empty while the handler runs or was woken

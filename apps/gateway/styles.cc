@@ -41,8 +41,8 @@ sluice::handler sync_style(gateway& g, std::string path) {
         if (refused(ex)) {
             return;
         }
-        ex.response() =
-            downstream_response(g.api.send_blocking(upstream_request(ex, path, body_hold::borrow)));
+        ex.response() = downstream_response(
+            g.api.send_blocking(upstream_request(ex, path, body_hold::borrow)), ex.request().method());
     };
 }
 
@@ -87,7 +87,8 @@ sluice::handler co_style(gateway& g, std::string path) {
             ex.response() = downstream_response(result<client_response>(s.error()));
             co_return;
         }
-        sluice::copy_response(s->head(), ex.response()); // with the upstream's length, if any
+        // With the upstream's length, if any (for HEAD: none declared when it has none).
+        sluice::copy_response(s->head(), ex.response(), ex.request().method());
         bool head_out = false;
         while (auto piece = co_await s->next()) {
             ex.response().write(*piece);

@@ -63,12 +63,15 @@ std::string origin_target(const request& req);
 /// — then n becomes `to`'s declared length (response::content_length): a HEAD gets the
 /// length a GET would have, and a body written after the head is held to the upstream's
 /// framing. So a client_response made by hand with a length and no body answers a GET with
-/// a cut body. Likewise when `from` has no body, no Content-Length and a Transfer-Encoding
-/// (a HEAD whose GET would be chunked): `to` becomes a stream (response::write), so a HEAD
-/// gets a chunked head rather than Content-Length: 0.
-void copy_response(const client_response& from, response& to);
+/// a cut body.
+///
+/// `method` is that of the request `to` answers. For "HEAD", a `from` without Content-Length
+/// (its GET would be chunked, or end with the connection) makes `to` a stream that declares no
+/// length (response::write): a chunked head, where framing the empty body would claim
+/// Content-Length: 0.
+void copy_response(const client_response& from, response& to, std::string_view method = {});
 /// The same, moving the body instead of copying it.
-void copy_response(client_response&& from, response& to);
+void copy_response(client_response&& from, response& to, std::string_view method = {});
 
 /// The response's Content-Length as a number; nullopt when it has none, or one that is not
 /// a plain decimal within 64 bits (the client refuses such responses before they get here).

@@ -187,31 +187,30 @@ void copy_head(const client_response& from, response& to) {
     }
 }
 
-// A head that came without its body and without a length, its body chunked (a response to
-// HEAD whose GET would stream, a streamed call's head): the length is unknown, and framing
-// the empty body would claim Content-Length: 0. Streamed instead, it goes out chunked, as the
-// upstream framed it (HEAD and 204/304 get the head alone). Without Transfer-Encoding either,
-// an empty body is the whole body: its length is 0.
-void stream_if_length_unknown(const client_response& from, response& to) {
+// The answer to a HEAD without a Content-Length (its GET would be chunked, or end with the
+// connection): the length the body would have is unknown, and framing the empty body would
+// claim Content-Length: 0 (RFC 9110 §9.3.2). As a stream it declares no length: a chunked
+// head, and no body, as for any HEAD. (For a GET an empty body is the whole body.)
+void mark_length_unknown(const client_response& from, response& to, std::string_view method) {
     const bool has_content = from.status >= 200 && from.status != 204 && from.status != 304;
-    if (has_content && to.body().empty() && !to.content_length() && !content_length_of(from) &&
-        from.header("Transfer-Encoding")) {
+    if (method == "HEAD" && has_content && from.body.empty() && !to.content_length() &&
+        !content_length_of(from)) {
         to.write({});
     }
 }
 
 } // namespace
 
-void copy_response(const client_response& from, response& to) {
+void copy_response(const client_response& from, response& to, std::string_view method) {
     copy_head(from, to);
     to.body(from.body);
-    stream_if_length_unknown(from, to);
+    mark_length_unknown(from, to, method);
 }
 
-void copy_response(client_response&& from, response& to) {
+void copy_response(client_response&& from, response& to, std::string_view method) {
     copy_head(from, to);
+    mark_length_unknown(from, to, method); // before the body moves: it looks at from.body
     to.body(std::move(from.body));
-    stream_if_length_unknown(from, to);
 }
 
 } // namespace sluice

@@ -187,42 +187,49 @@ TEST(Forwarding, CopyResponseDeclaresALengthThatCameWithoutItsBody) {
     }
 }
 
-TEST(Forwarding, CopyResponseStreamsAHeadWhoseBodyWouldBeChunked) {
-    // The answer to a HEAD whose GET streams chunked: no length is known, and framing the empty
-    // body would tell the client Content-Length: 0 (RFC 9110 §9.3.2). As a stream, the head
-    // goes out chunked, without a body for HEAD.
-    client_response up;
-    up.status = 200;
-    up.headers = {{"Transfer-Encoding", "chunked"}, {"Content-Type", "text/plain"}};
-    response r;
-    copy_response(up, r);
-    EXPECT_TRUE(r.is_streaming());
-    EXPECT_FALSE(r.content_length());
-    EXPECT_EQ(r.raw_headers(), "Content-Type: text/plain\r\n");
-    EXPECT_TRUE(r.body().empty());
-    response moved;
-    copy_response(client_response(up), moved);
-    EXPECT_TRUE(moved.is_streaming());
+TEST(Forwarding, CopyResponseDeclaresNoLengthForAHeadThatCameWithout) {
+    // The answer to a HEAD whose GET would be chunked (or end with the connection): no length
+    // is known, and framing the empty body would tell the client Content-Length: 0 (RFC 9110
+    // §9.3.2). As a stream, the head goes out chunked, and without a body for HEAD.
+    for (const bool chunked : {true, false}) {
+        client_response up;
+        up.status = 200;
+        up.headers = {{"Content-Type", "text/plain"}};
+        if (chunked) {
+            up.headers.push_back({"Transfer-Encoding", "chunked"});
+        }
+        response r;
+        copy_response(up, r, "HEAD");
+        EXPECT_TRUE(r.is_streaming()) << chunked;
+        EXPECT_FALSE(r.content_length()) << chunked;
+        EXPECT_EQ(r.raw_headers(), "Content-Type: text/plain\r\n");
+        EXPECT_TRUE(r.body().empty());
+        response moved;
+        copy_response(client_response(up), moved, "HEAD");
+        EXPECT_TRUE(moved.is_streaming()) << chunked;
 
-    // With its body (a GET, relayed whole), with a length, or a status without content: as before.
-    up.body = "abc";
-    response whole;
-    copy_response(up, whole);
-    EXPECT_FALSE(whole.is_streaming());
+        // A GET's empty body is the whole body, whatever framed it: Content-Length: 0.
+        response get;
+        copy_response(up, get, "GET");
+        EXPECT_FALSE(get.is_streaming()) << chunked;
+        response unnamed;
+        copy_response(up, unnamed);
+        EXPECT_FALSE(unnamed.is_streaming()) << chunked;
+    }
+    // A HEAD answered with a length keeps it (0 included), and 204/304 have no content.
+    client_response zero;
+    zero.status = 200;
+    zero.headers = {{"Content-Length", "0"}};
+    response r0;
+    copy_response(zero, r0, "HEAD");
+    EXPECT_FALSE(r0.is_streaming()) << "a declared 0 is a length";
     for (int status : {204, 304}) {
         client_response none;
         none.status = status;
-        none.headers = {{"Transfer-Encoding", "chunked"}};
         response out;
-        copy_response(none, out);
+        copy_response(none, out, "HEAD");
         EXPECT_FALSE(out.is_streaming()) << status;
     }
-    client_response both;
-    both.status = 200;
-    both.headers = {{"Transfer-Encoding", "chunked"}, {"Content-Length", "0"}};
-    response zero;
-    copy_response(both, zero);
-    EXPECT_FALSE(zero.is_streaming()) << "a declared 0 is a length";
 }
 
 TEST(Forwarding, ContentLengthOfReadsAPlainDecimalWithin64BitsOnly) {
