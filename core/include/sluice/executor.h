@@ -11,8 +11,8 @@
 //    not be destroyed yet): the function is destroyed, unrun, before the call returns.
 // Either way nothing captured by a function outlives the loop's end. What a function throws
 // is logged (level error) and the loop goes on with its next work.
-// On the blocking backend a loop serves one connection at a time: a task posted to it while
-// its thread waits for its next connection runs when that connection arrives (or at stop).
+// On the blocking backend a loop serves one connection at a time; a task posted to it after
+// that connection closed runs at once all the same (its thread waits in the loop).
 #pragma once
 
 #include <chrono>

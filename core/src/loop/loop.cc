@@ -143,6 +143,11 @@ void loop::run(run_mode mode) {
     }
 }
 
+void loop::run_once() {
+    port_->set_owner_thread(std::this_thread::get_id());
+    run_iteration(true);
+}
+
 void loop::on_drained(std::weak_ptr<const void> owner, std::function<void()> fn) {
     if (drained_hooks_ran_) {
         if (const auto alive = owner.lock()) {

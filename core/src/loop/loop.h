@@ -75,6 +75,12 @@ public:
     /// as live() is zero (a blocking-backend loop serving one connection).
     enum class run_mode { until_stopped, until_idle };
     void run(run_mode mode = run_mode::until_stopped);
+    /// One iteration that waits for I/O, a post, a wake() or the next timer, then runs what came:
+    /// how a blocking-backend connection thread waits between connections, so that work
+    /// posted to its loop meanwhile runs.
+    void run_once();
+    /// Makes a wait in progress, or the next one, return. Thread-safe.
+    void wake() noexcept { driver_->wake(); }
     /// Makes run() return once live() reaches zero. Thread-safe.
     void stop();
     /// stop() was called, though the loop may not have acted on it yet (a handler running

@@ -2,7 +2,9 @@
 //
 // The acceptor's loop accepts into a queue; each pool thread takes one connection and runs
 // a loop over it with the blocking driver until it closes: the same loop, connection and
-// exchange code as the reactors, with one connection per loop.
+// exchange code as the reactors, with one connection per loop. Between connections a thread
+// waits in its loop (run_once), woken for a queued connection, so that tasks and timers
+// handed to the loop after its connection closed still run.
 //
 // Admission (blocking.accept_queue, Tomcat's acceptCount): a connection that an idle thread
 // will take does not count as waiting; at most accept_queue more wait for a thread. When
@@ -88,6 +90,11 @@ public:
         }
         const std::uint32_t n = ctx_.cfg.blocking.threads;
         workers_.resize(n);
+        {
+            std::lock_guard lock(mu_);
+            parking_.resize(n);
+            parked_.reserve(n);
+        }
         std::vector<std::future<std::string>> ready;
         ready.reserve(std::size_t{n} + 1);
         try {
@@ -149,7 +156,6 @@ public:
         if (!graceful_ || (acceptor_done_ && queue_.empty())) {
             stop_workers();
         }
-        queue_cv_.notify_all();
         space_cv_.notify_all();
     }
 
@@ -253,10 +259,24 @@ private:
         workers_stopped_ = true;
         for (auto& w : workers_) {
             if (w.loop != nullptr) {
-                w.loop->stop();
+                w.loop->stop(); // wakes a parked thread too
             }
         }
-        queue_cv_.notify_all();
+    }
+
+    // Under mu_: a connection was queued; one parked thread comes for it.
+    void wake_one_parked() {
+        while (!parked_.empty()) {
+            const std::uint32_t i = parked_.back();
+            parked_.pop_back();
+            parked_state& p = parking_[i];
+            p.listed = false;
+            if (p.parked) {
+                p.parked = false;
+                workers_[i].loop->wake();
+                return;
+            }
+        }
     }
 
     // On the acceptor's thread: blocks while accept_queue connections wait (the acceptor stops
@@ -279,7 +299,7 @@ private:
         }
         queue_.push_back(q);
         update_pressure();
-        queue_cv_.notify_one();
+        wake_one_parked();
     }
 
     // Under mu_: connections held by a thread or queued for one, against the threads plus the
@@ -330,7 +350,22 @@ private:
             queued q;
             {
                 std::unique_lock lock(mu_);
-                queue_cv_.wait(lock, [this] { return workers_stopped_ || !queue_.empty(); });
+                while (!workers_stopped_ && queue_.empty()) {
+                    // Parked in the loop rather than on a condition variable: work handed to this
+                    // loop after its last connection (a post or a timer for an executor a handler
+                    // kept, a limiter's permit granted to a callback) runs now, not when a next
+                    // connection comes, which may be never. enqueue() and stop() wake it.
+                    parked_state& p = parking_[i];
+                    p.parked = true;
+                    if (!p.listed) {
+                        p.listed = true;
+                        parked_.push_back(i);
+                    }
+                    lock.unlock();
+                    l.run_once();
+                    lock.lock();
+                    p.parked = false;
+                }
                 if (workers_stopped_) {
                     break;
                 }
@@ -359,9 +394,15 @@ private:
 
     const io::backend& backend_;
     server_context& ctx_;
+    struct parked_state {
+        bool parked = false; // waiting in its loop for a connection
+        bool listed = false; // in parked_ (an entry stays behind after a wake for other work)
+    };
+
     mutable std::mutex mu_;
-    std::condition_variable queue_cv_;
     std::condition_variable space_cv_;
+    std::vector<parked_state> parking_; // under mu_, one per connection thread
+    std::vector<std::uint32_t> parked_; // under mu_: threads to wake for a queued connection
     std::deque<queued> queue_;
     std::vector<listening_socket> listening_; // under mu_: what a hand-over sends
     std::vector<loop_thread> workers_;
