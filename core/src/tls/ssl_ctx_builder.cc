@@ -186,23 +186,28 @@ void load_client_ca(SSL_CTX* ctx, const tls_config& cfg, const client_verificati
 }
 
 std::string read_file(const char* key, const std::string& path) {
-    check_readable(key, path);
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-        throw startup_error(key, "cannot open '" + path + "': " + std::generic_category().message(errno));
+    // Read from the descriptor that was checked: a second open by name could meet a FIFO put
+    // there meanwhile, and wait on it. (O_NONBLOCK does not apply to a regular file's reads.)
+    const opened_file f = open_regular_file(path);
+    if (f.fd < 0) {
+        throw startup_error(key, f.why(path));
     }
+    struct closer {
+        int fd;
+        ~closer() { ::close(fd); }
+    } const guard{f.fd};
     std::string out;
     char buf[16384];
-    std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
-        out.append(buf, n);
+    for (;;) {
+        const ssize_t n = ::read(f.fd, buf, sizeof buf);
+        if (n > 0) {
+            out.append(buf, static_cast<std::size_t>(n));
+        } else if (n == 0) {
+            return out;
+        } else if (errno != EINTR) {
+            throw startup_error(key, "cannot read '" + path + "': " + std::generic_category().message(errno));
+        }
     }
-    const bool failed = std::ferror(f) != 0;
-    std::fclose(f);
-    if (failed) {
-        throw startup_error(key, "cannot read '" + path + "'");
-    }
-    return out;
 }
 
 } // namespace
