@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include <sluice/exchange.h>
 #include <sluice/executor.h>
@@ -29,10 +30,10 @@ constexpr milliseconds run_within{3'000};
 
 class idle_connection_thread_test : public backend_test {
 protected:
-    /// One connection thread serves a request that keeps its executor; the client leaves and
-    /// the thread goes idle. Returns that executor.
-    executor idle_thread_executor() {
-        srv().config().blocking.threads = 1;
+    /// One connection thread (of `threads`) serves a request that keeps its executor; the
+    /// client leaves and the thread goes idle. Returns that executor.
+    executor idle_thread_executor(std::uint32_t threads = 1) {
+        srv().config().blocking.threads = threads;
         srv().route("GET", "/", [this](exchange& ex) {
             {
                 std::lock_guard lock(mu_);
@@ -90,6 +91,25 @@ TEST_P(idle_connection_thread_test, a_permit_granted_to_a_callback_there_is_not_
         << "the callback waits for a next connection";
     EXPECT_TRUE(wait_until([&] { return static_cast<bool>(lim.try_acquire()); }, run_within))
         << "the permit is still held: in_use = " << lim.stats().in_use;
+}
+
+TEST_P(idle_connection_thread_test, a_connection_goes_to_a_waiting_thread_not_one_running_a_task) {
+    // The thread that served the last connection runs a long task handed to its loop; the next
+    // connection must not wait for that task while another thread waits for work.
+    const executor ex = idle_thread_executor(2);
+    auto started = std::make_shared<std::atomic<bool>>(false);
+    ASSERT_TRUE(ex.post([started] {
+        started->store(true);
+        std::this_thread::sleep_for(milliseconds(3'000));
+    }));
+    ASSERT_TRUE(wait_until([&] { return started->load(); }, run_within));
+    const auto from = test_clock::now();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/"))) << c.error();
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->body, "ok");
+    EXPECT_LT(test_clock::now() - from, milliseconds(1'500)) << "the connection waited for the task";
 }
 
 SLUICE_BACKEND_SUITE_OF(idle_connection_thread_test, "blocking");

@@ -66,6 +66,22 @@ TEST_P(lingering_close_test, a_client_still_sending_after_a_413_is_read_not_rese
     EXPECT_EQ(srv().stats().connections_lingering, 0U);
 }
 
+TEST_P(lingering_close_test, one_connection_thread_lingers_too) {
+    // On the blocking backend a single thread is taken by the connection itself: that alone is
+    // no reason to skip lingering (only a connection waiting for a thread is). Reactor rows
+    // ignore the setting.
+    srv().config().blocking.threads = 1;
+    add_routes();
+    srv().start();
+    test_client c(srv().port());
+    expect_413(c);
+    for (int i = 0; i < 8; ++i) {
+        ASSERT_TRUE(c.send(std::string(64 * 1024, 'x'))) << "after the 413, piece " << i << ": " << c.error();
+    }
+    c.shutdown_write();
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+}
+
 TEST_P(lingering_close_test, a_large_last_response_ahead_of_pipelined_requests_arrives_whole) {
     // The client pipelines requests behind one that closes the connection, more than the
     // connection buffers (64 KiB), so that some are still unread in the kernel when the last

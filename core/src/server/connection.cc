@@ -566,9 +566,9 @@ void connection::close_or_linger() noexcept {
     // unread when it was reported (eof_unread_: receiving was paused).
     const bool more_may_come =
         linger_wanted_ || work_ || (in_ && in_off_ < in_->size()) || recv_paused_ || eof_unread_;
-    // Under keep-alive pressure (thread-per-connection: most threads taken) a lingering
-    // connection would hold its thread for a client that is done: it closes at once.
-    const bool pressed = lc_.server.keepalive_pressure.load(std::memory_order_relaxed);
+    // Thread-per-connection with a connection waiting for a thread: a lingering connection
+    // would hold its thread for a client that is done, so it closes at once.
+    const bool pressed = lc_.server.threads_short.load(std::memory_order_relaxed);
     if (ms == 0 || (peer_closed_ && !eof_unread_) || !more_may_come || shutting_down_ || pressed ||
         lc_.loop.stop_requested() || lc_.loop.driver().shutdown_send(fd_) < 0) {
         close_now();

@@ -36,6 +36,9 @@ struct server_context {
     /// about to hold a connection: responses then close their connection (once the requests
     /// already pipelined are answered) so the waiting ones get a turn (Tomcat BIO).
     std::atomic<bool> keepalive_pressure{false};
+    /// Set by the thread-per-connection runtime while a connection waits with no thread for it
+    /// (more connections than threads): a lingering close would hold a thread it needs.
+    std::atomic<bool> threads_short{false};
     /// Set when a stop begins with shutdown_delay_ms: the listeners close when the delay ends,
     /// so each response meanwhile closes its connection (after the requests already pipelined),
     /// and a balancer's pooled connections end cleanly rather than when the drain closes them.

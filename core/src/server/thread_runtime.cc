@@ -264,14 +264,21 @@ private:
         }
     }
 
-    // Under mu_: a connection was queued; one parked thread comes for it.
+    // Under mu_: a connection was queued; one parked thread comes for it. One that is running a
+    // task handed to its loop (still parked) looks at the queue when the task returns: a thread
+    // waiting in its loop is woken instead, if there is one.
     void wake_one_parked() {
-        while (!parked_.empty()) {
-            const std::uint32_t i = parked_.back();
-            parked_.pop_back();
+        for (std::size_t k = parked_.size(); k-- > 0;) {
+            const std::uint32_t i = parked_[k];
             parked_state& p = parking_[i];
+            const bool waiting = p.parked && workers_[i].loop->busy_since_ns() == 0;
+            if (p.parked && !waiting) {
+                continue; // running a task: it stays listed
+            }
+            parked_[k] = parked_.back(); // (k's old back was looked at already, or is k)
+            parked_.pop_back();
             p.listed = false;
-            if (p.parked) {
+            if (waiting) {
                 p.parked = false;
                 workers_[i].loop->wake();
                 return;
@@ -314,6 +321,7 @@ private:
         const std::uint64_t taken = std::uint64_t{busy_} + queue_.size();
         ctx_.keepalive_pressure.store(taken * 4 > std::uint64_t{ctx_.cfg.blocking.threads} * 3,
                                       std::memory_order_relaxed);
+        ctx_.threads_short.store(taken > ctx_.cfg.blocking.threads, std::memory_order_relaxed);
     }
 
     // On the acceptor's thread: a warning at most once a second, as for limits.max_connections.
