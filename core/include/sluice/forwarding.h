@@ -6,7 +6,7 @@
 //   up.headers = sluice::forwardable_headers(req);          // hop-by-hop, Host, framing gone
 //   sluice::append_forwarded_for(up.headers, req.remote_address());
 //   ...
-//   sluice::copy_response(upstream_response, ex.response()); // hop-by-hop and framing gone
+//   sluice::copy_response(upstream_response, ex.response(), req.method()); // hop-by-hop, framing gone
 //
 // Hop-by-hop (RFC 9110 §7.6.1): Connection, Keep-Alive, TE, Trailer, Transfer-Encoding,
 // Upgrade, every Proxy-* field (Proxy-Authenticate, Proxy-Authorization, Proxy-Connection),
