@@ -7,6 +7,7 @@
 
 #include <sluice/forwarding.h>
 
+#include "http/server_session.h"
 #include "http/tokens.h"
 
 namespace sluice {
@@ -192,9 +193,8 @@ void copy_head(const client_response& from, response& to) {
 // claim Content-Length: 0 (RFC 9110 §9.3.2). As a stream it declares no length: a chunked
 // head, and no body, as for any HEAD. (For a GET an empty body is the whole body.)
 void mark_length_unknown(const client_response& from, response& to, std::string_view method) {
-    const bool has_content = from.status >= 200 && from.status != 204 && from.status != 304;
-    if (method == "HEAD" && has_content && from.body.empty() && !to.content_length() &&
-        !content_length_of(from)) {
+    if (method == "HEAD" && http::status_has_content(from.status) && from.body.empty() &&
+        !to.content_length() && !content_length_of(from)) {
         to.write({});
     }
 }

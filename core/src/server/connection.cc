@@ -31,6 +31,12 @@ bool has_bytes(const buffer& b) noexcept {
     return b && !b->empty();
 }
 
+// A recv completion that ends receiving for now only (a buffer shortage, a pause, a retry):
+// re-armed, not the end of the stream or a failed socket.
+bool recv_stopped_for_now(std::int32_t result) noexcept {
+    return result == -ENOBUFS || result == -ECANCELED || result == -EAGAIN || result == -EINTR;
+}
+
 } // namespace
 
 connection::connection(loop_context& lc, int fd, std::string_view peer)
@@ -62,13 +68,20 @@ std::string& connection::output() noexcept {
 }
 
 void connection::start() {
-    recv_armed_ = true;
-    if (lc_.loop.driver().recv(fd_, this) < 0) {
-        recv_armed_ = false;
+    if (!arm_recv()) {
         close_now();
         return;
     }
     refresh_deadline();
+}
+
+bool connection::arm_recv() noexcept {
+    recv_armed_ = true;
+    if (lc_.loop.driver().recv(fd_, this) < 0) {
+        recv_armed_ = false;
+        return false;
+    }
+    return true;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -126,18 +139,14 @@ void connection::on_recv(const io::completion& c) noexcept {
     } else if (c.result == 0) {
         end_of_input();
         return;
-    } else if (c.result != -ENOBUFS && c.result != -ECANCELED && c.result != -EAGAIN && c.result != -EINTR) {
+    } else if (!recv_stopped_for_now(c.result)) {
         peer_gone(exchange_errc::client_disconnected); // the socket failed
         return;
     }
     // The driver stopped receiving (buffer shortage, or the end of a pause): re-arm unless we
     // asked for the pause.
-    if (!recv_armed_ && !recv_paused_ && !peer_closed_ && state_ != state::closing) {
-        recv_armed_ = true;
-        if (lc_.loop.driver().recv(fd_, this) < 0) {
-            recv_armed_ = false;
-            peer_gone(exchange_errc::client_disconnected);
-        }
+    if (!recv_armed_ && !recv_paused_ && !peer_closed_ && state_ != state::closing && !arm_recv()) {
+        peer_gone(exchange_errc::client_disconnected);
     }
 }
 
@@ -200,9 +209,7 @@ void connection::process_input() noexcept {
             const bool was_closed = peer_closed_;
             peer_closed_ = false;
             eof_unread_ = false;
-            recv_armed_ = true;
-            if (lc_.loop.driver().recv(fd_, this) < 0) {
-                recv_armed_ = false;
+            if (!arm_recv()) {
                 peer_closed_ = was_closed;
             }
         }
@@ -587,9 +594,7 @@ void connection::close_or_linger() noexcept {
     set_deadline(deadline_kind::linger);
     if (!recv_armed_) {
         recv_paused_ = false;
-        recv_armed_ = true;
-        if (lc_.loop.driver().recv(fd_, this) < 0) {
-            recv_armed_ = false;
+        if (!arm_recv()) {
             close_now();
         }
     }
@@ -597,17 +602,8 @@ void connection::close_or_linger() noexcept {
 
 void connection::on_linger_recv(const io::completion& c) noexcept {
     // The bytes are dropped (the loop releases the buffer); the end, or a failure, closes.
-    if (c.result == 0 || (c.result < 0 && c.result != -ENOBUFS && c.result != -ECANCELED &&
-                          c.result != -EAGAIN && c.result != -EINTR)) {
+    if (c.result == 0 || (c.result < 0 && !recv_stopped_for_now(c.result)) || (!recv_armed_ && !arm_recv())) {
         close_now();
-        return;
-    }
-    if (!recv_armed_) {
-        recv_armed_ = true;
-        if (lc_.loop.driver().recv(fd_, this) < 0) {
-            recv_armed_ = false;
-            close_now();
-        }
     }
 }
 

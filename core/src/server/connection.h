@@ -89,6 +89,7 @@ private:
 
     // Input.
     void on_recv(const io::completion& c) noexcept;
+    bool arm_recv() noexcept; // recv() on the driver; false: it refused (recv_armed_ stays false)
     void process_input() noexcept;
     std::size_t parse_from(std::string_view data) noexcept;
     void compact_input() noexcept;

@@ -64,6 +64,11 @@ std::size_t cipher_waiting(const tls_driver::conn& s) noexcept {
 std::size_t plain_unreported(const tls_driver::conn& s) noexcept {
     return s.plain_batch - s.plain_reported;
 }
+// Whether the socket still holds received bytes (ahead of a FIN reported while paused).
+bool bytes_unread(int fd) noexcept {
+    char next = 0;
+    return ::recv(fd, &next, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
 // Whether more ciphertext waits for the peer than the owner's send accounts for plus
 // max_answer_backlog: then its bytes are not read.
 bool backlogged(const tls_driver::conn& s) noexcept {
@@ -488,8 +493,7 @@ void tls_driver::on_inner_eof(conn& s) noexcept {
         // of the FIN (requests a half-closed client pipelined): as rule 6 has it, those bytes
         // come when the owner receives again, then the end once more. An owner still receiving
         // (we paused for our own backlog) is told nothing yet: its bytes come first.
-        char next = 0;
-        const bool unread = !s.handshaking && ::recv(s.fd, &next, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+        const bool unread = !s.handshaking && bytes_unread(s.fd);
         if (unread && s.owner_recv) {
             return; // arm_inner_recv reads on once the backlog is gone
         }
@@ -504,8 +508,7 @@ void tls_driver::on_inner_eof(conn& s) noexcept {
     // fails rather than take a cut body as whole. But this may be the hang-up report of a
     // paused receive, with ciphertext (the close_notify, say) still unread before the FIN: the
     // socket tells (a peek, once, at the end of the connection); those bytes are read first.
-    char next = 0;
-    if (::recv(s.fd, &next, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+    if (bytes_unread(s.fd)) {
         return; // arm_inner_recv reads on, now or when the owner receives again
     }
     s.cut = true;
