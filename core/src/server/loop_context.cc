@@ -140,9 +140,9 @@ void loop_context::begin_shutdown() {
         // A response the client does not read would hold the loop until the write timeout.
         loop.call_after(std::chrono::seconds(1), [each] { each(&connection::close_for_shutdown); });
     };
-    if (connections_.empty()) {
-        return;
-    }
+    // Armed also when no connection is here yet: on io_uring an accept the kernel completed
+    // before the listener's cancellation reaches the loop after this, and a hand-over keeps
+    // that connection to read its request (listener.cc). A timer does not keep the loop alive.
     if (server.cfg.shutdown_timeout_ms == 0) {
         expire();
     } else {
