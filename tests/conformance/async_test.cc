@@ -23,17 +23,7 @@ std::int64_t now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(test_clock::now().time_since_epoch()).count();
 }
 
-class async_test : public backend_test {
-protected:
-    /// Sends GET target on a fresh connection and returns its response (or fails the test).
-    std::optional<http_response> fetch(std::string_view target) {
-        test_client c(srv().port());
-        EXPECT_TRUE(c.send(get_request(target))) << c.error();
-        auto r = c.read_response();
-        EXPECT_TRUE(r) << target << ": " << c.error();
-        return r;
-    }
-};
+using async_test = backend_test;
 
 TEST_P(async_test, complete_from_another_thread) {
     srv().route("GET", "/a", [this](exchange& ex) {

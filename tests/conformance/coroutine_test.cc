@@ -24,16 +24,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-class coroutine_test : public backend_test {
-protected:
-    std::optional<http_response> fetch(std::string_view target) {
-        test_client c(srv().port());
-        EXPECT_TRUE(c.send(get_request(target))) << c.error();
-        auto r = c.read_response();
-        EXPECT_TRUE(r) << target << ": " << c.error();
-        return r;
-    }
-};
+using coroutine_test = backend_test;
 
 TEST_P(coroutine_test, completes_with_what_the_coroutine_wrote) {
     srv().route("GET", "/co", [](exchange& ex) -> task<> {

@@ -19,16 +19,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-class executor_test : public backend_test {
-protected:
-    std::optional<http_response> fetch(std::string_view target) {
-        test_client c(srv().port());
-        EXPECT_TRUE(c.send(get_request(target))) << c.error();
-        auto r = c.read_response();
-        EXPECT_TRUE(r) << target << ": " << c.error();
-        return r;
-    }
-};
+using executor_test = backend_test;
 
 TEST_P(executor_test, executor_post_after_runs_on_the_loop_after_the_delay) {
     struct state {

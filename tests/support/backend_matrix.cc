@@ -99,4 +99,12 @@ bool backend_test::connection_per_thread() const noexcept {
     return b != nullptr && b->traits.connection_per_thread;
 }
 
+std::optional<http_response> backend_test::fetch(std::string_view target) {
+    test_client c(srv().port());
+    EXPECT_TRUE(c.send(get_request(target))) << c.error();
+    auto r = c.read_response();
+    EXPECT_TRUE(r) << target << ": " << c.error();
+    return r;
+}
+
 } // namespace sluice::test

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "support/background.h"
 #include "support/context_box.h"
 #include "support/event_recorder.h"
+#include "support/test_client.h"
 #include "support/test_server.h"
 
 namespace sluice::test {
@@ -60,6 +62,9 @@ protected:
     /// A further server for this row (backend, dispatch, and TLS on the {tls} rows), for cases
     /// with more than one (a restart hands the port over to a second server).
     std::unique_ptr<test_server> make_server() const;
+    /// Sends GET target on a fresh connection to srv() and returns its response (or fails the
+    /// test).
+    std::optional<http_response> fetch(std::string_view target);
 
     std::unique_ptr<test_server> server_;
     background bg_;

@@ -69,18 +69,11 @@ void request_builder::finish_header() {
 // starts at the first '/' after the authority, and is "/" when the target has none.
 void request_builder::finish_target() {
     const std::string_view t = r_.target();
-    std::size_t start = 0;
-    bool absolute = false;
-    for (std::string_view scheme : {"http://", "https://"}) {
-        if (t.size() >= scheme.size() && iequals(t.substr(0, scheme.size()), scheme)) {
-            start = t.find_first_of("/?", scheme.size());
-            absolute = true;
-            if (start == std::string_view::npos) {
-                start = t.size();
-            }
-            break;
-        }
-    }
+    // An absolute-form target's path starts after its authority (RFC 9112 §3.2.2).
+    const http::target_authority a = http::absolute_form_authority(t);
+    const bool absolute = a.is_absolute;
+    const std::size_t start =
+        absolute ? static_cast<std::size_t>(a.authority.data() - t.data()) + a.authority.size() : 0;
     const std::size_t q = t.find('?', start);
     const std::size_t path_end = q == std::string_view::npos ? t.size() : q;
     if (q != std::string_view::npos) {
