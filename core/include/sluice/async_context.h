@@ -3,7 +3,8 @@
 // Contract (docs/lifecycle.md has the state diagram and the numbered rules):
 // - Every member is callable from any thread, at any time, also after the exchange
 //   ended and after the server stopped; once the exchange has reached its one
-//   terminal transition, every call is a no-op that returns false.
+//   terminal transition (a complete() that won is one, before its response is out),
+//   every call is a no-op that returns false — but on_complete, which still runs.
 // - complete(), complete(response), resume() and the timeout race through one atomic
 //   step: exactly one wins. A call made while the suspending handler is still
 //   running takes effect when the handler returns, never concurrently with it.

@@ -28,9 +28,16 @@ const char* to_string(async_phase p) noexcept {
 
 void async_state::set_phase(async_phase p) noexcept {
     phase_ = p;
-    if (p == async_phase::done) {
+    if (ended_locked()) {
         done_.store(true, std::memory_order_release);
     }
+}
+
+bool async_state::ended_locked() const noexcept {
+    // complete() winning is the terminal transition, before the loop has taken its response too:
+    // no phase leads back from these, and nothing but on_complete runs any more.
+    return phase_ == async_phase::done || phase_ == async_phase::completing ||
+           phase_ == async_phase::started_complete;
 }
 
 bool async_state::post_signal(void (async_host::*signal)(std::uint64_t) noexcept) noexcept {
@@ -92,7 +99,7 @@ bool async_state::resume() noexcept {
 
 bool async_state::set_timeout(std::chrono::milliseconds t) noexcept {
     std::unique_lock lock(mu_);
-    if (phase_ == async_phase::done || t.count() < 0) {
+    if (ended_locked() || t.count() < 0) {
         return false;
     }
     timeout_ = t;
@@ -100,10 +107,14 @@ bool async_state::set_timeout(std::chrono::milliseconds t) noexcept {
     // listeners run, a new timeout re-arms unless one of them completes or resumes.
     rearmed_ = rearmed_ || phase_ == async_phase::timing_out;
     const bool armed = phase_ == async_phase::suspended;
+    // The host takes the new value from its mailbox; until then its timer still runs to the old
+    // deadline, which must not end the exchange: this change came first (begin_timeout).
+    timeout_unseen_ = timeout_unseen_ || armed;
     lock.unlock();
     // While the handler runs, the timer is armed when it returns, with the new value.
-    if (armed) {
-        post_signal(&async_host::on_async_timeout_changed);
+    if (armed && !post_signal(&async_host::on_async_timeout_changed)) {
+        lock.lock();
+        timeout_unseen_ = false; // no signal will come: the old deadline stands
     }
     return true;
 }
@@ -113,7 +124,7 @@ bool async_state::set_timeout_status(int status) noexcept {
         return false;
     }
     std::lock_guard lock(mu_);
-    if (phase_ == async_phase::done) {
+    if (ended_locked()) {
         return false;
     }
     timeout_status_ = status;
@@ -122,7 +133,9 @@ bool async_state::set_timeout_status(int status) noexcept {
 
 bool async_state::add_listener(async_event_kind kind, async_listener l) {
     std::lock_guard lock(mu_);
-    if (phase_ == async_phase::done || !l) {
+    // on_complete still runs after a winning complete(): it is accepted until done.
+    const bool ended = kind == async_event_kind::complete ? phase_ == async_phase::done : ended_locked();
+    if (ended || !l) {
         return false;
     }
     listeners_.emplace_back(kind, std::move(l));
@@ -135,7 +148,7 @@ bool async_state::set_drain_callback(std::function<void()> fn) {
     }
     std::function<void()> replaced;
     std::unique_lock lock(mu_);
-    if (phase_ == async_phase::done) {
+    if (ended_locked()) {
         return false;
     }
     replaced = std::exchange(drain_, std::move(fn));
@@ -305,7 +318,7 @@ bool async_state::begin_resume() noexcept {
 
 bool async_state::begin_timeout() noexcept {
     std::lock_guard lock(mu_);
-    if (phase_ != async_phase::suspended) {
+    if (phase_ != async_phase::suspended || timeout_unseen_) {
         return false;
     }
     set_phase(async_phase::timing_out);
@@ -370,6 +383,12 @@ void async_state::detach() noexcept {
 
 std::chrono::milliseconds async_state::timeout() const noexcept {
     std::lock_guard lock(mu_);
+    return timeout_;
+}
+
+std::chrono::milliseconds async_state::take_timeout() noexcept {
+    std::lock_guard lock(mu_);
+    timeout_unseen_ = false;
     return timeout_;
 }
 

@@ -106,7 +106,7 @@ public:
     bool set_timeout(std::chrono::milliseconds t) noexcept;
     bool set_timeout_status(int status) noexcept;
     bool add_listener(async_event_kind kind, async_listener l);
-    /// on_drained(): false if done or fn is empty.
+    /// on_drained(): false once ended (complete() won, or done) or if fn is empty.
     bool set_drain_callback(std::function<void()> fn);
     /// Stores or replaces an attribute; a no-op once detached. A replaced value is destroyed
     /// outside the lock (what it holds may call back in).
@@ -132,7 +132,8 @@ public:
     bool take_completion(std::optional<response>& handed) noexcept;
     /// resuming -> idle, ready for the handler to run again.
     bool begin_resume() noexcept;
-    /// suspended -> timing_out; false if something else won.
+    /// suspended -> timing_out; false if something else won, or if set_timeout() changed the
+    /// timeout since the host last took it (take_timeout): its signal re-arms the timer.
     bool begin_timeout() noexcept;
     /// After the on_timeout listeners ran: expired (timing_out -> done), rearmed (set_timeout()
     /// was called meanwhile: back to suspended, with state.timeout()) or taken (a listener or
@@ -176,6 +177,8 @@ public:
     void detach() noexcept;
 
     std::chrono::milliseconds timeout() const noexcept;
+    /// The timeout, for the host arming its timer with it: a change made before is now seen.
+    std::chrono::milliseconds take_timeout() noexcept;
     int timeout_status() const noexcept;
     std::uint64_t generation() const noexcept { return generation_; }
     async_host* host() const noexcept { return host_; }
@@ -184,14 +187,16 @@ private:
     ~async_state() = default;
     bool post_signal(void (async_host::*signal)(std::uint64_t) noexcept) noexcept;
     void set_phase(async_phase p) noexcept;
+    bool ended_locked() const noexcept; ///< done, or complete() won (under mu_)
 
     mutable std::mutex mu_;
     std::atomic<std::uint32_t> refs_{1};
     std::atomic<bool> done_{false};
     async_phase phase_ = async_phase::idle;
     bool on_complete_fired_ = false;
-    bool detached_ = false; // detach() ran: attributes are no longer kept
-    bool rearmed_ = false;  // set_timeout() while timing_out: the timeout starts again
+    bool detached_ = false;       // detach() ran: attributes are no longer kept
+    bool rearmed_ = false;        // set_timeout() while timing_out: the timeout starts again
+    bool timeout_unseen_ = false; // set_timeout() while suspended, not yet taken by the host
     int timeout_status_ = 503;
     std::chrono::milliseconds timeout_{0};
     std::optional<response> handed_;

@@ -121,7 +121,7 @@ bool connection::after_handler() noexcept {
 void connection::suspend() noexcept {
     state_ = state::suspended;
     lc_.counters.add(lc_.counters.suspended, 1);
-    const auto timeout = exchange_access::state(ex())->timeout();
+    const auto timeout = exchange_access::state(ex())->take_timeout();
     async_deadline_ = timeout.count() > 0 ? deadline_after(lc_.loop.now(), timeout) : clock::time_point{};
     arm_timer();
     if (ex().response().is_streaming() && queue_suspended_stream_part()) {
@@ -264,7 +264,7 @@ void connection::on_async_timeout_changed(std::uint64_t generation) noexcept {
 }
 
 void connection::rearm_async_timeout() noexcept {
-    const auto timeout = exchange_access::state(ex())->timeout();
+    const auto timeout = exchange_access::state(ex())->take_timeout();
     async_deadline_ = timeout.count() > 0 ? deadline_after(lc_.loop.now(), timeout) : clock::time_point{};
     if (async_deadline_ != clock::time_point{}) {
         // A later deadline is found when the armed timer fires early; an earlier one re-arms now.
@@ -280,7 +280,9 @@ void connection::on_async_timeout() noexcept {
     }
     async_state* st = exchange_access::state(ex());
     if (!st->begin_timeout()) {
-        return; // a completion or resume won the race; its signal is on the way
+        // A completion or resume won the race, or set_timeout() extended the exchange before
+        // this deadline and the loop has not read it yet: its signal is on the way.
+        return;
     }
     fire(async_event_kind::timeout, exchange_errc::timed_out);
     if (state_ != state::suspended) {

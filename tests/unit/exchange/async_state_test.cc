@@ -90,6 +90,46 @@ TEST_F(fixture, complete_while_suspended_signals_the_loop_once) {
     EXPECT_EQ(host.seen, (std::vector<std::string>{"signal:7"}));
 }
 
+// complete() winning is the terminal transition, also before the loop took the response
+// (completing) or the handler returned (started_complete): what would never run is refused,
+// so a caller that cleans up on false does; on_complete still runs, so it is still accepted.
+TEST_F(fixture, after_a_winning_complete_only_on_complete_is_accepted) {
+    for (const bool while_running : {true, false}) {
+        async_context ctx(make());
+        async_state* st = ctx.state();
+        ASSERT_TRUE(st->start(milliseconds(100)));
+        if (!while_running) {
+            ASSERT_EQ(st->handler_returned(), async_state::after_dispatch::suspend);
+        }
+        ASSERT_TRUE(ctx.complete());
+        const std::string at = while_running ? "started_complete" : "completing";
+        EXPECT_TRUE(ctx.is_done()) << at;
+        EXPECT_FALSE(ctx.set_timeout(milliseconds(5000))) << at;
+        EXPECT_FALSE(ctx.set_timeout_status(504)) << at;
+        EXPECT_FALSE(ctx.on_timeout([](const async_event&) {})) << at;
+        EXPECT_FALSE(ctx.on_error([](const async_event&) {})) << at;
+        EXPECT_FALSE(ctx.on_drained([] {})) << at;
+        EXPECT_TRUE(ctx.on_complete([](const async_event&) {})) << at;
+        run_posted();
+    }
+}
+
+// A set_timeout() made while suspended reaches the host through its mailbox. Until the host
+// has taken it, the old deadline firing must not begin the timeout: the change came first.
+TEST_F(fixture, an_extension_not_yet_taken_by_the_host_holds_off_the_old_deadline) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    ASSERT_TRUE(st->start(milliseconds(100)));
+    ASSERT_EQ(st->handler_returned(), async_state::after_dispatch::suspend);
+    EXPECT_EQ(st->take_timeout(), milliseconds(100)); // the host arms its timer
+    ASSERT_TRUE(ctx.set_timeout(milliseconds(5000)));
+    EXPECT_FALSE(st->begin_timeout()) << "the old deadline won over an accepted extension";
+    EXPECT_EQ(st->take_timeout(), milliseconds(5000)); // the signal: the host re-arms
+    EXPECT_TRUE(st->begin_timeout()) << "the new deadline must still end it";
+    run_posted();
+    EXPECT_EQ(host.seen, (std::vector<std::string>{"timeout:7"}));
+}
+
 TEST_F(fixture, a_drain_callback_set_while_the_handler_runs_is_taken_once_suspended) {
     async_context ctx(make());
     async_state* st = ctx.state();
