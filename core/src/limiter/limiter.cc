@@ -1,10 +1,16 @@
 // The public face of the limiter: options, permits, acquire() for client calls.
+#include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <sluice/limiter.h>
 
+#include "exchange/exchange_access.h"
 #include "limiter/limiter_core.h"
+#include "loop/loop.h"
+#include "loop/loop_port.h"
 
 namespace sluice {
 
@@ -23,6 +29,22 @@ public:
             return "the wait for a permit was cancelled";
         }
         return "unknown limiter error";
+    }
+};
+
+// The deadline of one acquire() wait, a timer on the waiter's loop. Touched on that loop's
+// thread only: armed by a posted task, and withdrawn by the wait's result, which is posted
+// there too (or is the timer's own firing), so that a wait granted or cancelled long before
+// its wait_timeout leaves no timer behind holding the waiter and the core.
+struct wait_timer {
+    detail::timer* armed = nullptr;
+    bool finished = false; // the result was delivered: a late arming task arms nothing
+
+    void withdraw(detail::loop_port& port) noexcept {
+        finished = true;
+        if (armed != nullptr) {
+            port.owner_loop().cancel_call(std::exchange(armed, nullptr));
+        }
     }
 };
 
@@ -95,7 +117,15 @@ wait_handle limiter::acquire(const executor& on, acquire_callback done) {
     }
     auto w = std::make_shared<detail::limiter_waiter>();
     w->core = core_;
-    detail::limiter_waiter::wake how{async_context(), on, std::move(done)};
+    auto deadline = std::make_shared<wait_timer>();
+    // Every result runs on `on`'s loop (posted there, or the timer's firing), which holds its
+    // port: the port outlives the callback.
+    detail::loop_port* port = detail::exchange_access::port(on).get();
+    acquire_callback result = [deadline, port, done = std::move(done)](std::error_code ec, permit p) {
+        deadline->withdraw(*port);
+        done(ec, std::move(p));
+    };
+    detail::limiter_waiter::wake how{async_context(), on, std::move(result)};
     switch (core_->enqueue(w, how)) {
     case detail::limiter_core::admission::granted:
         detail::limiter_core::post_result(on, std::move(how.done), {}, permit(core_));
@@ -106,11 +136,24 @@ wait_handle limiter::acquire(const executor& on, acquire_callback done) {
     case detail::limiter_core::admission::must_wait:
         break;
     }
-    // The wait's deadline is a loop timer; it holds the core, so the limiter object may go first.
-    const bool armed = on.post_after(core_->options().wait_timeout, [core = core_, w] {
-        detail::limiter_waiter::wake left;
-        if (core->time_out(*w, left)) {
-            left.done(limit_errc::wait_timed_out, permit());
+    // The timer holds the core, so the limiter object may go first.
+    const bool armed = on.post([deadline, port, core = core_, w, timeout = core_->options().wait_timeout] {
+        if (deadline->finished) {
+            return; // granted or cancelled before the timer was armed
+        }
+        auto expire = [core, w] {
+            detail::limiter_waiter::wake left;
+            if (core->time_out(*w, left)) {
+                left.done(limit_errc::wait_timed_out, permit());
+            }
+        };
+        try {
+            deadline->armed = port->owner_loop().call_after(timeout, [deadline, expire] {
+                deadline->armed = nullptr; // firing: the timer deletes itself
+                expire();
+            });
+        } catch (const std::bad_alloc&) {
+            expire(); // no memory for the deadline: the wait ends now rather than never
         }
     });
     if (!armed) {
