@@ -60,6 +60,9 @@ driver::entry* driver::find(int fd) noexcept {
 driver::entry& driver::find_or_add(int fd, void* owner) {
     entry* e = find(fd);
     if (e == nullptr) {
+        // Room for every entry and the wake-up in the poll set, taken here (where a bad_alloc
+        // is reported) so that wait() never allocates.
+        pollfds_.reserve(entries_.size() + 2);
         entries_.push_back(entry{});
         e = &entries_.back();
         e->fd = fd;
@@ -199,13 +202,12 @@ int driver::wait(std::chrono::nanoseconds timeout, std::vector<completion>& out)
     if (out.size() > before) {
         timeout = std::chrono::nanoseconds(0);
     }
-    pollfd fds[8];
-    std::size_t n = 0;
-    fds[n++] = {wakefd_, POLLIN, 0};
+    // Every entry is watched: an acceptor loop may hold many listening sockets (inherited in a
+    // hand-over from a server with more I/O threads). find_or_add() reserved the room.
+    std::vector<pollfd>& fds = pollfds_;
+    fds.clear();
+    fds.push_back({wakefd_, POLLIN, 0});
     for (const auto& e : entries_) {
-        if (n == std::size(fds)) {
-            break;
-        }
         short events = 0;
         if (e.listening || e.receiving) {
             events = POLLIN | POLLRDHUP;
@@ -215,8 +217,9 @@ int driver::wait(std::chrono::nanoseconds timeout, std::vector<completion>& out)
         if (e.connecting) {
             events = static_cast<short>(events | POLLOUT);
         }
-        fds[n++] = {e.fd, events, 0};
+        fds.push_back({e.fd, events, 0});
     }
+    const std::size_t n = fds.size();
     timespec ts{};
     const timespec* tsp = nullptr;
     if (timeout.count() >= 0) {
@@ -224,7 +227,7 @@ int driver::wait(std::chrono::nanoseconds timeout, std::vector<completion>& out)
         ts.tv_nsec = static_cast<long>(timeout.count() % 1'000'000'000);
         tsp = &ts;
     }
-    const int rc = ::ppoll(fds, n, tsp, nullptr);
+    const int rc = ::ppoll(fds.data(), n, tsp, nullptr);
     if (rc < 0) {
         return errno == EINTR ? static_cast<int>(out.size() - before) : -errno;
     }

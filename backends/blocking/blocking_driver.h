@@ -2,7 +2,7 @@
 // Tomcat BIO / Jetty 7's blocking connector).
 //
 // wait() is a poll() over the few descriptors of its loop (one connection, or the
-// acceptor's listener) plus the wake-up eventfd, so a parked thread still sees its
+// acceptor's listeners, as many as it was given) plus the wake-up eventfd, so a parked thread still sees its
 // mailbox and a client hanging up. send() blocks the thread while the socket takes
 // the bytes, but reports what it sent (possibly nothing) after at most 250 ms or as
 // soon as wake() is called: the core's write deadline (limits.write_timeout_ms with
@@ -11,6 +11,8 @@
 // byte now and then renews it forever. Its traits say connection_per_thread, and the
 // core runs an acceptor and a bounded pool for it.
 #pragma once
+
+#include <poll.h>
 
 #include <cstdint>
 #include <memory>
@@ -57,6 +59,7 @@ private:
     std::unique_ptr<char[]> buffers_;
     std::vector<std::uint32_t> free_buffers_;
     std::vector<entry> entries_;
+    std::vector<pollfd> pollfds_; // wait()'s poll set, reused; capacity kept >= entries + 1
     std::vector<completion> pending_;
 };
 
