@@ -1,8 +1,8 @@
 // The blocking driver: one thread parks in it per connection (thread-per-connection,
 // Tomcat BIO / Jetty 7's blocking connector).
 //
-// wait() is a poll() over the few descriptors of its loop (one connection, or the
-// acceptor's listeners, as many as it was given) plus the wake-up eventfd, so a parked thread still sees its
+// wait() is a poll() over the descriptors of its loop (one connection, or the acceptor's
+// listeners, however many) plus the wake-up eventfd, so a parked thread still sees its
 // mailbox and a client hanging up. send() blocks the thread while the socket takes
 // the bytes, but reports what it sent (possibly nothing) after at most 250 ms or as
 // soon as wake() is called: the core's write deadline (limits.write_timeout_ms with
