@@ -57,6 +57,11 @@ protected:
         }
         EXPECT_TRUE(c.wait_closed()) << c.error();
         EXPECT_EQ(c.buffered(), "");
+        if (c.tls() != nullptr) {
+            // The client ended with close_notify: the server answers with its own before it
+            // closes (RFC 8446 6.1), or its last response could not be told from a truncation.
+            EXPECT_TRUE(c.tls()->close_notify_received()) << "the server closed without close_notify";
+        }
         EXPECT_TRUE(wait_until([&] { return srv().stats().connections_open == 0; }))
             << "connections_open = " << srv().stats().connections_open;
     }

@@ -167,6 +167,10 @@ tls_stream::result tls_stream::write(const char* buf, std::size_t len, std::size
     return rc == 1 ? result::ok : classify(rc);
 }
 
+bool tls_stream::close_notify_received() const noexcept {
+    return (SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN) != 0;
+}
+
 void tls_stream::close_notify() {
     ERR_clear_error();
     SSL_shutdown(ssl_);

@@ -41,6 +41,8 @@ public:
     result write(const char* buf, std::size_t len, std::size_t& put);
     /// Sends close_notify (best effort, non-blocking).
     void close_notify();
+    /// Whether the server's close_notify was read: its end is then not a truncation.
+    bool close_notify_received() const noexcept;
     /// The last OpenSSL error, as text.
     const std::string& error() const noexcept { return error_; }
     ssl_st* native() const noexcept { return ssl_; }

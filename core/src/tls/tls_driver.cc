@@ -313,7 +313,11 @@ void tls_driver::close(int fd, void* owner) noexcept {
     s->owner = owner;
     s->closing = true;
     end_handshake_clock(*s);
-    if (!s->has_final) {
+    // Ours goes also after the peer's clean end (its close_notify, or a client's bare FIN after
+    // a half-close we answered): RFC 8446 6.1 asks each side for one before it closes, and the
+    // peer cannot otherwise tell our last response from a truncation. Not after a TLS error or
+    // a reset: nobody is there to read it.
+    if (!s->has_final || (s->final == 0 && !s->cut)) {
         send_close_notify(*s);
     }
     // SSL_free drops a session whose connection it thinks ended badly (no close_notify sent)
