@@ -395,6 +395,58 @@ TEST_P(client_test, a_dead_address_is_skipped_for_fail_timeout) {
     EXPECT_EQ(up.accepted(), 4);
 }
 
+// max_connections counts connections being opened too. When one fails, the call goes on to
+// the next address in the failed connection's place: the slot it frees must not go to a
+// waiter as well (found by review: one refusal with two calls waiting made two connections
+// against a cap of one). And the waiters are sent where the failure now says to go.
+TEST_P(client_test, a_failed_connect_retried_elsewhere_keeps_the_connection_cap) {
+    std::atomic<int> open{0};
+    std::atomic<int> max_open{0};
+    fake_upstream up([&](upstream_conn& c) {
+        const int now = ++open;
+        int seen = max_open.load();
+        while (now > seen && !max_open.compare_exchange_weak(seen, now)) {
+        }
+        while (c.read_request()) {
+            std::this_thread::sleep_for(50ms); // the calls overlap if the cap lets them
+            if (!c.write(upstream_response(200, "ok"))) {
+                break;
+            }
+        }
+        --open;
+    });
+    // The rotation starts at the dead address.
+    make_client({closed_address(), up.address()}, {.max_connections = 1, .max_pending = 10});
+    srv().route("GET", "/fan", [this](exchange& ex) {
+        // Three calls from one dispatch: the first opens the one connection (to the dead
+        // address), the other two wait for it before any completion can come.
+        auto ctx = ex.start_async(10s);
+        auto bodies = std::make_shared<std::vector<std::string>>();
+        auto left = std::make_shared<std::atomic<int>>(3);
+        auto mu = std::make_shared<std::mutex>();
+        for (int i = 0; i < 3; ++i) {
+            client_->send(ex.executor(), client_request{.method = "GET", .target = "/x"},
+                          [ctx, bodies, left, mu](result<client_response> out) mutable {
+                              {
+                                  std::lock_guard lock(*mu);
+                                  bodies->push_back(out ? out->body : error_text(out.error()));
+                              }
+                              if (--*left == 0) {
+                                  std::string all;
+                                  for (const auto& b : *bodies) {
+                                      all += b + ";";
+                                  }
+                                  ctx.complete(response(200).text(all));
+                              }
+                          });
+        }
+    });
+    srv().start();
+    EXPECT_EQ(call("/fan").body, "ok;ok;ok;");
+    EXPECT_EQ(max_open.load(), 1) << "connections open at once to the live address, with max_connections 1";
+    EXPECT_EQ(up.accepted(), 1);
+}
+
 TEST_P(client_test, a_live_address_is_found_while_other_loops_turn_the_rotation) {
     fake_upstream up(answer_all);
     const upstream target({closed_address(), up.address()});

@@ -66,13 +66,10 @@ void client_connection::on_connected(int rc) noexcept {
         if (call) {
             call->conn = nullptr;
         }
-        auto pool = pool_; // close_now() may free this at once
+        auto pool = pool_; // the pool closes this, which may free it at once
         const auto address = address_;
         const client_errc why = connect_error(rc, pool->host(address->host).tls);
-        close_now();
-        if (call) {
-            pool->connect_failed(address, std::move(call), why);
-        }
+        pool->connect_failed(this, address, std::move(call), why);
         return;
     }
     state_ = state::busy;
@@ -378,12 +375,9 @@ void client_connection::timed_out() noexcept {
         if (call) {
             call->conn = nullptr;
         }
-        auto pool = pool_;
+        auto pool = pool_; // the pool closes this, which may free it at once
         const auto address = address_;
-        close_now();
-        if (call) {
-            pool->connect_failed(address, std::move(call), client_errc::connect_timed_out);
-        }
+        pool->connect_failed(this, address, std::move(call), client_errc::connect_timed_out);
         break;
     }
     case state::busy:

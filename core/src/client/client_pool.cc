@@ -216,16 +216,22 @@ std::shared_ptr<upstream_address> client_pool::pick_address(client_call_state& c
     return nullptr;
 }
 
-void client_pool::connect_failed(const std::shared_ptr<upstream_address>& a,
+void client_pool::connect_failed(client_connection* c, const std::shared_ptr<upstream_address>& a,
                                  std::shared_ptr<client_call_state> call, client_errc why) noexcept {
     const address_set& addrs = addresses();
     if (addrs.size() > 1) {
-        // The address object, not an index: it may have left the set since the connect began
-        // (a refresh), and then the mark is harmless.
+        // Before c's slot goes to a waiter, which must not be sent where this failed. The address
+        // object, not an index: it may have left the set since the connect began (a refresh),
+        // and then the mark is harmless.
         a->failed_until_ns.store(ns_of(deadline_after(loop_.now(), cfg_.options.fail_timeout)),
                                  std::memory_order_relaxed);
     }
+    if (!call) {
+        c->close_now();
+        return;
+    }
     if (call->cancel_requested.load(std::memory_order_acquire) || stopped_) {
+        c->close_now();
         deliver(call, result<client_response>(client_errc::cancelled));
         return;
     }
@@ -235,14 +241,20 @@ void client_pool::connect_failed(const std::shared_ptr<upstream_address>& a,
         try {
             call->tried.push_back(a);
         } catch (...) {
+            c->close_now();
             deliver(call, result<client_response>(why));
             return;
         }
         if (std::shared_ptr<upstream_address> next = pick_address(*call)) {
+            // The call takes c's place in max_connections: c leaves the count before it closes,
+            // so that closing it frees no slot for a waiter as well (the call came first).
+            all_.erase(std::remove(all_.begin(), all_.end(), c), all_.end());
             open_on(std::move(call), std::move(next));
+            c->close_now();
             return;
         }
     }
+    c->close_now(); // its slot goes to a waiter
     deliver(call, result<client_response>(why));
 }
 

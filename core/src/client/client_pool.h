@@ -68,8 +68,10 @@ public:
     /// is pending meanwhile.
     void connect_began() noexcept;
     void connect_ended() noexcept;
-    /// Connecting for `call` failed (refused / timed out): try another address or fail.
-    void connect_failed(const std::shared_ptr<upstream_address>& address,
+    /// Connection c, opening for `call` (may be null), failed (refused / timed out): the pool
+    /// closes c (which may free it at once) and tries another address for the call in c's
+    /// place in max_connections, or fails it.
+    void connect_failed(client_connection* c, const std::shared_ptr<upstream_address>& address,
                         std::shared_ptr<client_call_state> call, client_errc why) noexcept;
     /// Makes the Host of `call`'s head name upstream entry `entry`, the one its connection goes
     /// to, unless the request brought its own Host. False when out of memory.
