@@ -68,7 +68,8 @@ async_context relay::take_wake() {
     }
     const bool head_due = head_ && !head_out_;
     // A clean end with bytes still pending waits for the drain like any piece (dispatch writes at
-    // most max_write at a time); a cut end does not: the stream is cut anyway.
+    // most max_write at a time); a cut end does not: what is pending goes out with it (bounded
+    // by the pause), and the stream is cut.
     const bool end_due = ended_ && (pending_.empty() || end_error_);
     if (end_due || head_due || (drained_ && !pending_.empty())) {
         return std::exchange(ctx_, async_context{});
@@ -206,7 +207,10 @@ void relay::dispatch(exchange& ex) {
         }
         ended = ended_;
         error = end_error_;
-        if ((first && ended && !error) || pending_.size() <= max_write) {
+        // Whole when the body ended before its head went out, and all that is left when it was
+        // cut: the cut ends the stream at this dispatch, and what the relay holds is bounded by
+        // its pause (high_water plus one read).
+        if ((ended && (error || first)) || pending_.size() <= max_write) {
             bytes.swap(pending_);
         } else {
             // At most max_write per drain, so that the server's queued output stays bounded
@@ -233,7 +237,9 @@ void relay::dispatch(exchange& ex) {
         }
         // The head went out and the body was cut upstream: the downstream client must see a cut
         // stream, not a clean end (a terminal chunk would claim a whole body). A handler that
-        // throws after the head went out does exactly that (docs/api.md).
+        // throws after the head went out does exactly that (docs/api.md), after what it wrote:
+        // the pieces that came before the cut go first, as client::stream gives them.
+        ex.response().write(bytes);
         throw std::runtime_error("upstream body cut: " + error.message());
     }
     if (first) {
