@@ -60,7 +60,10 @@ dpkg-deb -x "$apps" "$tmp/root"
 # Whole output first: `| grep -q` may exit before the writer, whose SIGPIPE pipefail would report.
 help=$(timeout 10 "$tmp/root/usr/bin/sluice-gateway" --help) || fail "sluice-gateway --help failed"
 [[ $help == *--limit-routes* ]] || fail "sluice-gateway --help: $help"
-"$tmp/root/usr/bin/sluice-hello" --listen 127.0.0.1:0 >"$tmp/hello.log" 2>&1 &
+# The log exists before the server starts: the background job opens it only after the fork,
+# and a sed that ran first failed the test under set -e.
+: >"$tmp/hello.log"
+"$tmp/root/usr/bin/sluice-hello" --listen 127.0.0.1:0 >>"$tmp/hello.log" 2>&1 &
 pid=$!
 port=
 for _ in $(seq 100); do
