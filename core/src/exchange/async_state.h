@@ -77,7 +77,7 @@ public:
     /// The state moved to completing or resuming from a foreign thread or a listener; the host
     /// acts on it (send or re-dispatch) when the posted task runs.
     virtual void on_async_signal(std::uint64_t generation) noexcept = 0;
-    /// The timeout was changed from a foreign thread; re-arm with state.timeout().
+    /// The timeout was changed from a foreign thread; re-arm with state.take_timeout().
     virtual void on_async_timeout_changed(std::uint64_t generation) noexcept = 0;
     /// on_drained() was called while suspended: run it once the output has drained.
     virtual void on_async_drain_wanted(std::uint64_t generation) noexcept = 0;
@@ -136,8 +136,8 @@ public:
     /// timeout since the host last took it (take_timeout): its signal re-arms the timer.
     bool begin_timeout() noexcept;
     /// After the on_timeout listeners ran: expired (timing_out -> done), rearmed (set_timeout()
-    /// was called meanwhile: back to suspended, with state.timeout()) or taken (a listener or
-    /// another thread completed or resumed; its signal decides).
+    /// was called meanwhile: back to suspended, with state.take_timeout()) or taken (a listener
+    /// or another thread completed or resumed; its signal decides).
     enum class timeout_outcome { expired, rearmed, taken };
     timeout_outcome finish_timeout() noexcept;
     /// Any non-terminal phase -> done with an error; false if already done or completing
@@ -176,6 +176,7 @@ public:
     /// hold handles to this state: a listener that captures its own context is a cycle.
     void detach() noexcept;
 
+    /// The timeout, read only (the host arms its timer with take_timeout instead).
     std::chrono::milliseconds timeout() const noexcept;
     /// The timeout, for the host arming its timer with it: a change made before is now seen.
     std::chrono::milliseconds take_timeout() noexcept;
