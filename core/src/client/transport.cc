@@ -51,6 +51,7 @@ int transport::start_receiving() noexcept {
         return 0;
     }
     recv_armed_ = true;
+    hang_up_.armed();
     const int rc = loop_.driver().recv(fd_, this);
     if (rc < 0) {
         recv_armed_ = false;
@@ -63,9 +64,7 @@ void transport::pause_receiving() noexcept {
         return;
     }
     recv_paused_ = true;
-    // From now until data arrives, an end of stream may be a report made while paused, with
-    // bytes still unread ahead of the FIN (see on_recv).
-    stale_hang_up_ = true;
+    hang_up_.paused(); // an end of stream may now be a report of the pause (see on_recv)
     if (recv_armed_) {
         // The final completion (more == false) clears recv_armed_; on_recv does not re-arm
         // while paused.
@@ -152,13 +151,13 @@ void transport::on_recv(const io::completion& c) noexcept {
         return;
     }
     if (c.result > 0) {
-        stale_hang_up_ = false;
+        hang_up_.received();
         user_.on_data({c.data, static_cast<std::size_t>(c.result)});
-    } else if (c.result == 0 && !c.more && (recv_paused_ || stale_hang_up_)) {
+    } else if (c.result == 0 && !c.more && (hang_up_.stale_end() || recv_paused_)) {
         // The driver reports a hang-up while paused (backend.h rule 6) before the bytes that
-        // came ahead of the FIN, and the report may reach us after a resume in the same batch.
-        // Receive once more: the socket gives the rest, then end of stream again (now fresh).
-        stale_hang_up_ = false;
+        // came ahead of the FIN, and the report may reach us after a resume, even behind the
+        // arm made since (loop/paused_hang_up.h). Receive once more: the socket gives the rest,
+        // then the end again.
         if (recv_paused_) {
             return; // resume_receiving() re-arms
         }

@@ -26,6 +26,7 @@
 #include <string_view>
 
 #include "loop/loop.h"
+#include "loop/paused_hang_up.h"
 
 namespace sluice::detail {
 
@@ -113,8 +114,7 @@ private:
     bool sending_ = false;
     bool recv_armed_ = false;
     bool recv_paused_ = false;
-    /// Set by a pause, cleared by data or by one end-of-stream report taken as stale.
-    bool stale_hang_up_ = false;
+    paused_hang_up hang_up_;
     bool peer_closed_ = false;
 };
 

@@ -77,6 +77,7 @@ void connection::start() {
 
 bool connection::arm_recv() noexcept {
     recv_armed_ = true;
+    hang_up_.armed();
     if (lc_.loop.driver().recv(fd_, this) < 0) {
         recv_armed_ = false;
         return false;
@@ -116,6 +117,7 @@ void connection::on_recv(const io::completion& c) noexcept {
         return;
     }
     if (c.result > 0) {
+        hang_up_.received();
         std::string_view data(c.data, static_cast<std::size_t>(c.result));
         if (state_ == state::reading && !in_process_input_ && !has_bytes(in_) && !close_after_flush_) {
             // Fast path: parse straight from the driver's buffer; keep only what is left over.
@@ -133,13 +135,17 @@ void connection::on_recv(const io::completion& c) noexcept {
         }
         if (in_ && in_->size() - in_off_ > max_buffered_input && !recv_paused_) {
             recv_paused_ = true;
+            hang_up_.paused();
             lc_.loop.driver().pause_recv(fd_, this);
         }
         refresh_deadline();
-    } else if (c.result == 0) {
+    } else if (c.result == 0 && (!hang_up_.stale_end() || recv_paused_)) {
+        // While paused, end_of_input() notes the bytes ahead of the FIN as unread (eof_unread_);
+        // after a resume, a report of the pause is not the end (loop/paused_hang_up.h): receive
+        // again below, and the socket gives the rest, then the end again.
         end_of_input();
         return;
-    } else if (!recv_stopped_for_now(c.result)) {
+    } else if (c.result != 0 && !recv_stopped_for_now(c.result)) {
         peer_gone(exchange_errc::client_disconnected); // the socket failed
         return;
     }
@@ -602,7 +608,9 @@ void connection::close_or_linger() noexcept {
 
 void connection::on_linger_recv(const io::completion& c) noexcept {
     // The bytes are dropped (the loop releases the buffer); the end, or a failure, closes.
-    if (c.result == 0 || (c.result < 0 && !recv_stopped_for_now(c.result)) || (!recv_armed_ && !arm_recv())) {
+    // A report of a pause before the linger is no end (loop/paused_hang_up.h): receive again.
+    if ((c.result == 0 && !hang_up_.stale_end()) || (c.result < 0 && !recv_stopped_for_now(c.result)) ||
+        (!recv_armed_ && !arm_recv())) {
         close_now();
     }
 }

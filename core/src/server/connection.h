@@ -40,6 +40,7 @@
 #include "exchange/async_state.h"
 #include "http/server_session.h"
 #include "loop/loop.h"
+#include "loop/paused_hang_up.h"
 
 namespace sluice::detail {
 
@@ -178,6 +179,7 @@ private:
     bool recv_armed_ = false;
     bool recv_paused_ = false;
     bool peer_closed_ = false; // no more input: an end of stream or a failed socket
+    paused_hang_up hang_up_;   // which end-of-stream report to believe after a pause
     bool eof_unread_ = false;  // the end of stream came while paused: bytes ahead of it are unread
     bool close_after_flush_ = false;
     bool linger_wanted_ = false; // an error ended the request: the rest of it may still come

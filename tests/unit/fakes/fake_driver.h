@@ -40,6 +40,16 @@ public:
         /// before those bytes, as epoll and io_uring report it.
         bool hang_up_while_paused = false;
         bool hang_up_told = false;
+        /// Reads a pause does not stop: that many more pieces come in the next wait, as reads
+        /// completed before the pause took effect (an io_uring multishot batch), and the pause's
+        /// final completion in the wait after it, followed in that batch by the hang-up (with
+        /// hang_up_while_paused), as io_uring reports a cancelled multishot and its hang-up poll.
+        std::size_t reads_after_pause = 0;
+        /// Waits with nothing for this peer between those reads and the pause's final completion.
+        std::size_t waits_before_cancel = 0;
+        bool cancel_due = false;
+        bool late_reads_done = false;
+        std::size_t quiet_waits_left = 0;
     };
 
     std::size_t chunk = static_cast<std::size_t>(-1);
@@ -70,6 +80,10 @@ public:
             p.receiving = false;
             p.paused = true;
             p.hang_up_told = false;
+            if (p.reads_after_pause > 0) {
+                p.cancel_due = true;
+                return;
+            }
             pending_.push_back({owner, io::op::recv, false, -ECANCELED, io::no_buffer, nullptr});
         }
     }
@@ -126,6 +140,23 @@ public:
         out.insert(out.end(), pending_.begin(), pending_.end());
         pending_.clear();
         for (auto& [fd, p] : peers) {
+            if (p.cancel_due && !p.closed) {
+                if (!p.late_reads_done) {
+                    p.late_reads_done = true;
+                    p.quiet_waits_left = p.waits_before_cancel;
+                    for (std::size_t k = 0; k < p.reads_after_pause && p.delivered < p.inbound.size(); ++k) {
+                        deliver(p, out);
+                    }
+                    continue;
+                }
+                if (p.quiet_waits_left > 0) {
+                    --p.quiet_waits_left;
+                    continue;
+                }
+                p.cancel_due = false;
+                p.late_reads_done = false;
+                out.push_back({p.owner, io::op::recv, false, -ECANCELED, io::no_buffer, nullptr});
+            }
             if (p.paused && !p.closed && p.eof_at_end && p.hang_up_while_paused && !p.hang_up_told) {
                 p.hang_up_told = true;
                 out.push_back({p.owner, io::op::recv, false, 0, io::no_buffer, nullptr});
@@ -140,11 +171,7 @@ public:
                     out.push_back({p.owner, io::op::recv, false, -ECONNRESET, io::no_buffer, nullptr});
                     continue;
                 }
-                const std::size_t n = std::min(chunk, p.inbound.size() - p.delivered);
-                buffers_.push_back(p.inbound.substr(p.delivered, n));
-                p.delivered += n;
-                out.push_back({p.owner, io::op::recv, true, static_cast<std::int32_t>(n),
-                               static_cast<std::uint32_t>(buffers_.size() - 1), buffers_.back().data()});
+                deliver(p, out);
             } else if (p.eof_at_end && !p.eof_sent) {
                 p.eof_sent = true;
                 p.receiving = false;
@@ -169,6 +196,14 @@ public:
     std::chrono::nanoseconds last_timeout{-2}; ///< what the loop asked the last wait() to wait
 
 private:
+    void deliver(peer& p, std::vector<io::completion>& out) {
+        const std::size_t n = std::min(chunk, p.inbound.size() - p.delivered);
+        buffers_.push_back(p.inbound.substr(p.delivered, n));
+        p.delivered += n;
+        out.push_back({p.owner, io::op::recv, true, static_cast<std::int32_t>(n),
+                       static_cast<std::uint32_t>(buffers_.size() - 1), buffers_.back().data()});
+    }
+
     std::vector<io::completion> pending_;
     std::deque<std::string> buffers_; // stable addresses while lent
 };

@@ -76,5 +76,42 @@ TEST(connection_input, pipelined_requests_behind_a_busy_exchange_keep_the_buffer
     EXPECT_EQ(h.lc->counters.exchanges_live.load(), 0u);
 }
 
+// Receiving pauses behind a full output buffer; reads made before the pause took effect still
+// come, and the pause ends (the output drained) before its final completion and the hang-up heard
+// while paused reach the connection, which is receiving again by then. The requests still ahead
+// of the FIN are read and answered: that hang-up is not the end of the stream (backend.h rule 6).
+TEST(connection_input, a_hang_up_heard_while_paused_after_late_reads_still_reads_what_is_ahead_of_it) {
+    input_harness h;
+    const std::string body(std::size_t{64} * 1024, 'b');
+    h.routes.add("GET", "/big", [&body](exchange& ex) { ex.response().text(body); });
+    const std::string one = "GET /big HTTP/1.1\r\nHost: a\r\nX-Pad: " + std::string(2000, 'p') + "\r\n\r\n";
+    constexpr std::size_t requests = 100;
+    std::string script;
+    for (std::size_t i = 0; i < requests; ++i) {
+        script += one;
+    }
+    for (const std::size_t late : {std::size_t{1}, std::size_t{4}}) {
+        SCOPED_TRACE(late);
+        const int fd = 100 + static_cast<int>(late);
+        h.drv->chunk = 16 * 1024;
+        h.drv->peers[fd].inbound = script;
+        h.drv->peers[fd].eof_at_end = true;
+        h.drv->peers[fd].hang_up_while_paused = true;
+        h.drv->peers[fd].reads_after_pause = late;
+        h.drv->peers[fd].waits_before_cancel = 20; // the output drains meanwhile: receiving resumes
+        detail::adopt_connection(*h.lc, fd, detail::listener_kind::plain);
+        h.loop->run(detail::loop::run_mode::until_idle);
+        const std::string& out = h.drv->peers[fd].outbound;
+        std::size_t answers = 0;
+        for (std::size_t at = out.find("HTTP/1.1 200"); at != std::string::npos;
+             at = out.find("HTTP/1.1 200", at + 1)) {
+            ++answers;
+        }
+        EXPECT_EQ(h.drv->peers[fd].delivered, script.size()) << "bytes ahead of the FIN were never read";
+        EXPECT_EQ(answers, requests);
+        EXPECT_TRUE(h.drv->peers[fd].closed);
+    }
+}
+
 } // namespace
 } // namespace sluice::testing
