@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <sluice/exchange.h>
@@ -210,6 +211,29 @@ TEST_P(limits_test, large_headers_are_431) {
         extra += "X-Filler-" + std::to_string(i) + ": " + std::string(40, 'z') + "\r\n";
     }
     expect_error(get_request("/", extra), 431);
+}
+
+// RFC 9110 §9.3.2: a response to HEAD has no content, an error's included. A client reading
+// the error as the answer to its HEAD would take the text after the head for the next response.
+TEST_P(limits_test, an_error_answering_a_head_has_no_body) {
+    srv().config().limits.max_header_bytes = 1024;
+    srv().config().limits.max_body_bytes = 16;
+    srv().start();
+    const std::pair<std::string, int> cases[] = {
+        {"HEAD / HTTP/1.1\r\nHost: t\r\nNo colon here\r\n\r\n", 400},
+        {"HEAD / HTTP/1.1\r\nHost: t\r\nContent-Length: 99\r\n\r\n", 413},
+        {"HEAD /" + std::string(2000, 'a') + " HTTP/1.1\r\nHost: t\r\n\r\n", 414},
+        {"HEAD / HTTP/1.1\r\nHost: t\r\nX: " + std::string(2000, 'z') + "\r\n\r\n", 431},
+    };
+    for (const auto& [raw, status] : cases) {
+        test_client c(srv().port());
+        ASSERT_TRUE(c.send(raw)) << c.error();
+        ASSERT_TRUE(c.wait_closed()) << status << ": " << c.error();
+        const std::string& got = c.buffered();
+        EXPECT_EQ(got.rfind("HTTP/1.1 " + std::to_string(status) + " ", 0), 0u) << printable(got, 300);
+        EXPECT_NE(got.find("\r\nContent-Length: "), std::string::npos) << "the length a GET would get";
+        EXPECT_TRUE(got.ends_with("\r\n\r\n")) << "a body after the head: " << printable(got, 300);
+    }
 }
 
 TEST_P(limits_test, client_that_never_reads_is_dropped_after_the_write_timeout) {

@@ -202,7 +202,7 @@ void serialize_stream_end(const response_framing& f, std::string& out) {
 
 // The request's version does not change the bytes: the status line is HTTP/1.1 either way
 // (RFC 9110 §2.5), and "Connection: close" is right for 1.0 and 1.1 alike.
-void serialize_error(int status, std::string_view reason, http_version, std::string_view date,
+void serialize_error(int status, std::string_view reason, http_version, bool head, std::string_view date,
                      std::string& out) {
     status = sendable_status(status);
     const std::string_view text = reason.empty() ? reason_phrase(status) : reason;
@@ -216,7 +216,7 @@ void serialize_error(int status, std::string_view reason, http_version, std::str
         out.append(crlf);
     }
     out.append("Connection: close\r\n\r\n");
-    if (status_has_content(status)) {
+    if (status_has_content(status) && !head) {
         out.append(text);
         out.push_back('\n');
     }

@@ -181,8 +181,9 @@ void serialize_stream_head(const response& res, const response_framing& f, std::
 void serialize_chunk(std::string_view data, const response_framing& f, std::string& out);
 void serialize_stream_end(const response_framing& f, std::string& out);
 
-/// A complete error response with a short text body and "Connection: close".
-void serialize_error(int status, std::string_view reason, http_version v, std::string_view date,
+/// A complete error response with a short text body and "Connection: close". For a HEAD
+/// request (`head`) the head alone, with the length the text would have (RFC 9110 §9.3.2).
+void serialize_error(int status, std::string_view reason, http_version v, bool head, std::string_view date,
                      std::string& out);
 
 /// The IMF-fixdate of the current second, recomputed at most once a second.

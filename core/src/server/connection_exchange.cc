@@ -559,8 +559,10 @@ void connection::queue_error(int status, std::string_view reason) noexcept {
     if (v.major != 1) {
         v = {1, 1};
     }
+    // A failed request's method is in its arena (server_session.cc): a HEAD gets no body.
+    const bool head = work_ && ex().request().method() == "HEAD";
     try {
-        http::serialize_error(status, reason, v, lc_.date(), output());
+        http::serialize_error(status, reason, v, head, lc_.date(), output());
     } catch (const std::bad_alloc&) {
     }
     lc_.server.log.debug("{}: {} {}", peer_, status, reason);

@@ -55,6 +55,7 @@ struct reference {
     std::vector<expected_request> requests;
     int error_status = 0;               ///< the session failed after the last complete request
     bool tail_expects_continue = false; ///< the request after them (partial or failed) did
+    bool tail_is_head = false;          ///< ... and was a HEAD: its error has no body
 };
 
 expected_request snapshot(const request& r) {
@@ -90,7 +91,9 @@ reference parse_reference(std::string_view wire, const http::session_limits& lim
         if (r.status == http::feed_status::failed) {
             ref.error_status = s.error_status();
         }
-        ref.tail_expects_continue = snapshot(req).expects_continue;
+        const expected_request tail = snapshot(req);
+        ref.tail_expects_continue = tail.expects_continue;
+        ref.tail_is_head = tail.method == "HEAD";
         return ref;
     }
 }
@@ -264,7 +267,9 @@ bool announces_close(const read_response& r, const expected_request* req) {
 void check_output(const harness& h, const reference& ref, const std::string& out) {
     const auto& reqs = ref.requests;
     std::vector<read_response> got;
-    const auto is_head = [&](std::size_t i) { return i < reqs.size() && reqs[i].method == "HEAD"; };
+    const auto is_head = [&](std::size_t i) {
+        return i < reqs.size() ? reqs[i].method == "HEAD" : i == reqs.size() && ref.tail_is_head;
+    };
     if (const std::string err = read_responses(out, is_head, got); !err.empty()) {
         violation("unreadable output: " + err, out);
     }

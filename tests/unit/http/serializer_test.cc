@@ -328,7 +328,7 @@ TEST(SerializerStream, ADeclaredLengthOnHeadOr204) {
 
 TEST(SerializerError, WritesAClosingTextResponse) {
     std::string out;
-    serialize_error(431, "request header fields too large", {1, 1}, date, out);
+    serialize_error(431, "request header fields too large", {1, 1}, false, date, out);
     EXPECT_EQ(out, "HTTP/1.1 431 Request Header Fields Too Large\r\n"
                    "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
                    "Content-Type: text/plain; charset=utf-8\r\n"
@@ -342,13 +342,24 @@ TEST(SerializerError, WritesAClosingTextResponse) {
     EXPECT_FALSE(client.keep_alive);
 }
 
+TEST(SerializerError, AnswersAHeadWithTheHeadAlone) {
+    std::string out;
+    serialize_error(400, "bad", {1, 1}, true, date, out);
+    EXPECT_EQ(out, "HTTP/1.1 400 Bad Request\r\n"
+                   "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+                   "Content-Type: text/plain; charset=utf-8\r\n"
+                   "Content-Length: 4\r\n"
+                   "Connection: close\r\n"
+                   "\r\n");
+}
+
 TEST(SerializerError, FallsBackToTheReasonPhraseAndTo500) {
     std::string out;
-    serialize_error(505, "", {2, 0}, date, out);
+    serialize_error(505, "", {2, 0}, false, date, out);
     EXPECT_EQ(out.rfind("HTTP/1.1 505 HTTP Version Not Supported\r\n", 0), 0u);
     EXPECT_TRUE(out.ends_with("\r\n\r\nHTTP Version Not Supported\n"));
     out.clear();
-    serialize_error(42, "x", {1, 0}, "", out);
+    serialize_error(42, "x", {1, 0}, false, "", out);
     EXPECT_EQ(out, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n"
                    "Content-Length: 2\r\nConnection: close\r\n\r\nx\n");
 }
