@@ -33,7 +33,8 @@ void strip_hop_by_hop(std::vector<client_header>& headers);
 
 /// The request's end-to-end headers for an upstream request: hop-by-hop fields removed, and
 /// also Host and Content-Length (the client writes the upstream's Host and its own framing;
-/// the original Host goes on as X-Forwarded-Host). Order and repeated fields are kept.
+/// the original Host goes on as X-Forwarded-Host, in place of any the client sent). Order and
+/// repeated fields are kept.
 std::vector<client_header> forwardable_headers(const request& req);
 
 /// Appends the peer to X-Forwarded-For (", ip" to the last such field, or a new one) and a

@@ -47,7 +47,10 @@ std::vector<client_header> forwardable_headers(const request& req) {
             host = host ? host : std::optional(h.value);
             continue;
         }
-        if (iequals(h.name, "content-length")) {
+        // A client's X-Forwarded-Host is not passed on: ours names the host this hop received,
+        // and the field has no chain an upstream could tell a spoofed value in (unlike
+        // X-Forwarded-For, which append_forwarded_for extends).
+        if (iequals(h.name, "content-length") || iequals(h.name, "x-forwarded-host")) {
             continue;
         }
         all.push_back({std::string(h.name), std::string(h.value)});

@@ -67,6 +67,19 @@ TEST(Forwarding, ForwardableHeadersDropHostAndFramingAndCarryTheHostOn) {
     EXPECT_EQ(hs[1].value, "front.example");
 }
 
+// X-Forwarded-Host has no chain, unlike X-Forwarded-For: an upstream reading it trusts the
+// one value, so a client's own (a spoofed host for the upstream's links and redirects) never
+// goes on ahead of ours; without a Host of its own the request carries none.
+TEST(Forwarding, AClientsForwardedHostIsReplacedByTheHostThisHopReceived) {
+    const request req = parse("GET /u HTTP/1.1\r\nX-Forwarded-Host: evil.example\r\nHost: "
+                              "front.example\r\nx-forwarded-host: b\r\n\r\n");
+    const auto hs = forwardable_headers(req);
+    ASSERT_EQ(names(hs), (std::vector<std::string>{"X-Forwarded-Host"}));
+    EXPECT_EQ(hs[0].value, "front.example");
+    const request old = parse("GET /u HTTP/1.0\r\nX-Forwarded-Host: evil.example\r\n\r\n");
+    EXPECT_TRUE(forwardable_headers(old).empty());
+}
+
 // RFC 9112 §3.2.2: with an absolute-form target the authority in it is the host, not Host.
 TEST(Forwarding, AnAbsoluteFormTargetNamesTheForwardedHost) {
     const request req = parse("GET http://target.example:8080/u?q HTTP/1.1\r\nHost: other.example\r\n\r\n");
