@@ -30,8 +30,9 @@
 //     before any bytes still unread ahead of the FIN; recv() after an end of stream gives
 //     those bytes, then reports the end again (tests/unit/backends/end_of_stream_test.cc).
 //     That report may reach the core after it armed again (in the batch of the pause's final
-//     completion), so the core takes one end after a pause as stale (loop/paused_hang_up.h);
-//     recv() on a descriptor still armed changes nothing.
+//     completion), so the core takes an end after a pause as stale (loop/paused_hang_up.h) and
+//     calls recv() again, which must be harmless while a receive is still live (a driver may
+//     read once more).
 //  7. send() produces exactly one op::send completion: bytes sent (possibly fewer
 //     than asked, even 0: the core sends the rest and its write deadline decides) or -errno. The iovec array
 //     and the memory it points to must stay untouched by the core until then. At most one send per fd is

@@ -43,7 +43,8 @@ public:
         /// Reads a pause does not stop: that many more pieces come in the next wait, as reads
         /// completed before the pause took effect (an io_uring multishot batch), and the pause's
         /// final completion in the wait after it, followed in that batch by the hang-up (with
-        /// hang_up_while_paused), as io_uring reports a cancelled multishot and its hang-up poll.
+        /// hang_up_while_paused): the order in which io_uring and epoll can report them when
+        /// the receiver resumed meanwhile (loop/paused_hang_up.h).
         std::size_t reads_after_pause = 0;
         /// Waits with nothing for this peer between those reads and the pause's final completion.
         std::size_t waits_before_cancel = 0;
