@@ -184,6 +184,55 @@ TEST_P(half_close_test, a_closing_response_behind_a_paused_receive_is_not_reset_
         << "connections_open = " << srv().stats().connections_open;
 }
 
+// A response already queued goes out when the client's end then ends the suspended exchange
+// behind it: only that exchange and what follows it go unanswered (found by a black-box probe:
+// on the inline rows "GET /next, GET /hold, FIN" often got nothing but a clean close).
+TEST_P(half_close_test, answers_queued_before_a_suspended_exchange_still_go_out) {
+    add_routes();
+    srv().start();
+    for (int round = 0; round < 10; ++round) {
+        test_client c(srv().port());
+        ASSERT_TRUE(c.send(get_request("/next") + get_request("/next") + get_request("/hold"))) << c.error();
+        c.shutdown_write();
+        for (int i = 0; i < 2; ++i) {
+            auto r = c.read_response();
+            ASSERT_TRUE(r) << "round " << round << ", response " << i + 1 << " of 2: " << c.error();
+            EXPECT_EQ(r->body, "next");
+        }
+        EXPECT_TRUE(c.wait_closed()) << c.error();
+        EXPECT_EQ(c.buffered(), "") << "round " << round;
+    }
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+}
+
+// The same with large answers before the suspended exchange and a body behind it that stays
+// unread in the kernel (receiving paused): closing then would reset the connection and the
+// client would lose the answers still in flight; the server lingers, as for any close with
+// input unread (found by the probe: blocking and epoll reset nearly every time).
+TEST_P(half_close_test, answers_before_a_suspended_exchange_are_not_reset_away_by_unread_input) {
+    add_routes();
+    srv().start();
+    client_socket_options small;
+    small.rcvbuf = 16 * 1024;
+    test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
+                  small);
+    const std::string body(100 * 1024, 'u');
+    std::string bytes = get_request("/big") + get_request("/big") + get_request("/hold");
+    bytes += "POST /next HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+             body;
+    ASSERT_TRUE(c.send(bytes)) << c.error();
+    c.shutdown_write();
+    std::this_thread::sleep_for(milliseconds(300)); // the server reaches the end meanwhile
+    for (int i = 0; i < 2; ++i) {
+        auto r = c.read_response();
+        ASSERT_TRUE(r) << "response " << i + 1 << " of 2: " << c.error();
+        EXPECT_EQ(r->body.size(), big_body) << "response " << i + 1;
+    }
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+    EXPECT_EQ(c.buffered(), "");
+    EXPECT_TRUE(srv().wait_exchanges_freed());
+}
+
 SLUICE_BACKEND_SUITE(half_close_test);
 
 } // namespace

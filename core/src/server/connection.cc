@@ -312,8 +312,9 @@ void connection::end_of_input() noexcept {
     case state::suspended:
         // An async exchange hears the end of stream as the client leaving: the client cannot be
         // told apart from one that closed, and a gateway stops its upstream call for it
-        // (nginx: 499 "client prematurely closed connection").
-        abort_exchange(exchange_errc::client_disconnected);
+        // (nginx: 499 "client prematurely closed connection"). The answers queued before it
+        // still go out: the client may be reading them.
+        abort_exchange(exchange_errc::client_disconnected, queued_output::flush);
         break;
     case state::lingering:
     case state::closing:

@@ -111,7 +111,10 @@ private:
     void adopt_handed(response&& handed) noexcept; // what complete(r) handed over
     void check_drained() noexcept;                 // runs on_drained() if the output allows
     void finish_exchange(std::error_code outcome) noexcept;
-    void abort_exchange(exchange_errc why) noexcept;
+    /// What an aborted exchange does with the answers queued before it: dropped with the
+    /// connection (it failed), or sent first (the client ended its stream but may read).
+    enum class queued_output : std::uint8_t { discard, flush };
+    void abort_exchange(exchange_errc why, queued_output output = queued_output::discard) noexcept;
     void release_exchange(std::error_code outcome) noexcept;
     void fire(async_event_kind kind, std::error_code error) noexcept;
     bool decide_keep_alive() noexcept;

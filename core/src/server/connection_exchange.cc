@@ -130,7 +130,7 @@ void connection::suspend() noexcept {
     if (drain_expired_) {
         end_for_shutdown(); // suspended after the drain ended: no time left to wait
     } else if (peer_closed_) {
-        abort_exchange(exchange_errc::client_disconnected);
+        abort_exchange(exchange_errc::client_disconnected, queued_output::flush);
     } else {
         refresh_deadline();
         if (exchange_access::state(ex())->drain_wanted()) {
@@ -492,7 +492,7 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
     process_input();
 }
 
-void connection::abort_exchange(exchange_errc why) noexcept {
+void connection::abort_exchange(exchange_errc why, queued_output output) noexcept {
     const bool dispatched = state_ != state::reading; // not a request still being received
     if (state_ == state::suspended) {
         leave_suspended();
@@ -508,7 +508,18 @@ void connection::abort_exchange(exchange_errc why) noexcept {
         release_exchange(why);
     }
     state_ = state::reading;
-    close_now();
+    if (output == queued_output::discard) {
+        close_now();
+        return;
+    }
+    // The client ended its stream but may still read: the answers queued before this exchange
+    // go out first, and unread input is lingered over rather than reset (close_or_linger).
+    close_after_flush_ = true;
+    if (output_idle()) {
+        close_or_linger();
+    } else {
+        schedule_flush();
+    }
 }
 
 void connection::release_exchange(std::error_code outcome) noexcept {
