@@ -161,10 +161,8 @@ TEST_P(half_close_test, a_closing_response_behind_a_paused_receive_is_not_reset_
     // lingers instead, as for any close with input unread.
     add_routes();
     srv().start();
-    client_socket_options small;
-    small.rcvbuf = 16 * 1024;
     test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
-                  small);
+                  {.rcvbuf = 16 * 1024});
     const std::string pad = "X-Pad: " + std::string(4096, 'p') + "\r\n";
     std::string bytes;
     for (int i = 0; i < 24; ++i) {
@@ -212,10 +210,8 @@ TEST_P(half_close_test, answers_queued_before_a_suspended_exchange_still_go_out)
 TEST_P(half_close_test, answers_before_a_suspended_exchange_are_not_reset_away_by_unread_input) {
     add_routes();
     srv().start();
-    client_socket_options small;
-    small.rcvbuf = 16 * 1024;
     test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
-                  small);
+                  {.rcvbuf = 16 * 1024});
     const std::string body(100 * 1024, 'u');
     std::string bytes = get_request("/big") + get_request("/big") + get_request("/hold");
     bytes += "POST /next HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +

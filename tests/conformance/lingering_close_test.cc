@@ -100,10 +100,8 @@ TEST_P(lingering_close_test, a_large_last_response_ahead_of_pipelined_requests_a
     // discards.
     add_routes();
     srv().start();
-    client_socket_options small;
-    small.rcvbuf = 16 * 1024;
     test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
-                  small);
+                  {.rcvbuf = 16 * 1024});
     std::string bytes = get_request("/big", "Connection: close\r\n");
     while (bytes.size() < 160 * 1024) {
         bytes += get_request("/next");
