@@ -152,9 +152,13 @@ TEST_P(client_resolve_test, calls_keep_working_while_the_set_grows_and_shrinks) 
     std::vector<std::thread> callers;
     std::atomic<int> good{0};
     std::atomic<int> bad{0};
+    // 15 calls each, and on until the set was looked up again at least twice while they ran:
+    // on a loaded machine 45 calls can end before the refresher's thread got its turn (seen
+    // in CI: 2 lookups in 28 ms). Bounded: 10 s.
+    const auto until = test_clock::now() + 10s;
     for (int t = 0; t < 3; ++t) {
         callers.emplace_back([&] {
-            for (int i = 0; i < 15; ++i) {
+            for (int i = 0; i < 15 || (dns->lookups() <= 2 && test_clock::now() < until); ++i) {
                 const std::string body = call_body();
                 (body == "A" || body == "B" || body == "C" ? good : bad)++;
             }
@@ -165,7 +169,7 @@ TEST_P(client_resolve_test, calls_keep_working_while_the_set_grows_and_shrinks) 
     }
     stop = true;
     churn.join();
-    EXPECT_EQ(good.load(), 45);
+    EXPECT_GE(good.load(), 45);
     EXPECT_EQ(bad.load(), 0);
     EXPECT_GT(dns->lookups(), 2);
 }
