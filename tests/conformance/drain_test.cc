@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include <sluice/error.h>
@@ -119,6 +120,69 @@ TEST_P(drain_test, idle_connections_close_at_once_and_new_ones_are_refused) {
     ASSERT_TRUE(r) << busy.error();
     EXPECT_EQ(r->body, "done");
     EXPECT_TRUE(wait_until([&] { return stopped->load(); }));
+}
+
+// A response finished in the drain, with input behind it still unread in the kernel (a
+// pipelined upload): closing then would reset the connection, and the client would lose the
+// part of the response it had not read yet. The drain lingers as any close with input unread.
+TEST_P(drain_test, a_response_in_the_drain_is_not_reset_away_by_input_behind_it) {
+    srv().config().shutdown_timeout_ms = 5'000;
+    srv().route("GET", "/hold",
+                [this](exchange& ex) { contexts_.add(ex.start_async(milliseconds(20'000))); });
+    srv().route("POST", "/upload", [](exchange& ex) { ex.response().text("stored"); });
+    srv().start();
+    test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
+                  {.rcvbuf = 16 * 1024});
+    const std::string body(100 * 1024, 'u');
+    ASSERT_TRUE(c.send(get_request("/hold") + "POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body))
+        << c.error();
+    ASSERT_TRUE(srv().wait_suspended(1));
+    auto stopped = stop_in_background();
+    std::this_thread::sleep_for(milliseconds(100));
+    constexpr std::size_t answer_size = 512 * 1024;
+    for (auto& ctx : contexts_.take_all()) {
+        EXPECT_TRUE(ctx.complete(response(200).text(std::string(answer_size, 'a'))));
+    }
+    std::this_thread::sleep_for(milliseconds(300)); // the server hands it all to the kernel
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body.size(), answer_size);
+    EXPECT_TRUE(r->says_close());
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+    c.close_clean();
+    EXPECT_TRUE(wait_until([&] { return stopped->load(); })) << "stop() did not return after the drain";
+}
+
+// A connection already lingering when the stop begins (its last response handed to the kernel,
+// the client still reading it and still sending) is not closed at once: what the client sends
+// to a closed socket is answered with a reset, which discards the response it has not read.
+TEST_P(drain_test, a_connection_lingering_when_the_stop_begins_keeps_its_response) {
+    srv().config().shutdown_timeout_ms = 5'000;
+    constexpr std::size_t answer_size = 512 * 1024;
+    srv().route("GET", "/big", [](exchange& ex) { ex.response().text(std::string(answer_size, 'b')); });
+    srv().start();
+    test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
+                  {.rcvbuf = 16 * 1024});
+    const std::string body(100 * 1024, 'u');
+    ASSERT_TRUE(c.send(get_request("/big", "Connection: close\r\n") +
+                       "POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(body.size()) +
+                       "\r\n\r\n" + body))
+        << c.error();
+    ASSERT_TRUE(wait_until([&] { return srv().stats().connections_lingering == 1; }))
+        << "connections_lingering = " << srv().stats().connections_lingering;
+    auto stopped = stop_in_background();
+    std::this_thread::sleep_for(milliseconds(300)); // the stop has begun
+    (void)c.send(std::string(64 * 1024, 'v'));      // more of what the server refused
+    std::this_thread::sleep_for(milliseconds(100));
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body.size(), answer_size);
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+    c.close_clean();
+    EXPECT_TRUE(wait_until([&] { return stopped->load(); })) << "stop() did not return after the drain";
 }
 
 SLUICE_BACKEND_SUITE(drain_test);

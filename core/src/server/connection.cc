@@ -524,10 +524,8 @@ void connection::shutdown() noexcept {
         close_after_flush_ = true;
         break;
     case state::lingering:
-        close_now(); // its response is out: the drain does not wait for the client's end
-        break;
     case state::closing:
-        break;
+        break; // a lingering connection goes on until the client's end or the drain's
     }
 }
 
@@ -574,7 +572,9 @@ void connection::close_or_linger() noexcept {
     // 413 to a client still sending its body, a response ahead of requests pipelined behind
     // it. When the client may still be sending, the sending side is shut instead (the client
     // sees the end of the response), and what comes is read and dropped until the client's
-    // end or limits.lingering_timeout_ms (nginx's lingering_close). The drain does not wait.
+    // end or limits.lingering_timeout_ms (nginx's lingering_close). A stop lingers too: a
+    // response finished in the drain is lost to a reset as easily as any other; the end of the
+    // drain (end_for_shutdown) closes what still lingers then.
     const std::uint32_t ms = lc_.server.cfg.limits.lingering_timeout_ms;
     // After the client's end of stream nothing more comes, except what was ahead of it and
     // unread when it was reported (eof_unread_: receiving was paused).
@@ -583,8 +583,8 @@ void connection::close_or_linger() noexcept {
     // Thread-per-connection with a connection waiting for a thread: a lingering connection
     // would hold its thread for a client that is done, so it closes at once.
     const bool pressed = lc_.server.threads_short.load(std::memory_order_relaxed);
-    if (ms == 0 || (peer_closed_ && !eof_unread_) || !more_may_come || shutting_down_ || pressed ||
-        lc_.loop.stop_requested() || lc_.loop.driver().shutdown_send(fd_) < 0) {
+    if (ms == 0 || (peer_closed_ && !eof_unread_) || !more_may_come || drain_expired_ || pressed ||
+        lc_.loop.driver().shutdown_send(fd_) < 0) {
         close_now();
         return;
     }
