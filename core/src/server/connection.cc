@@ -1,5 +1,8 @@
 #include "server/connection.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <exception>
@@ -580,11 +583,17 @@ void connection::close_or_linger() noexcept {
     // unread when it was reported (eof_unread_: receiving was paused).
     const bool more_may_come =
         linger_wanted_ || work_ || (in_ && in_off_ < in_->size()) || recv_paused_ || eof_unread_;
+    // A TLS peer may send records of its own at any time (a KeyUpdate, RFC 8446 §4.6.3), which
+    // the core never sees: one that reaches a closed socket draws a reset, which discards what
+    // of the response is still in our send queue (what the client has received stays readable).
+    // So a TLS connection lingers while its response is on its way, and no longer.
+    const bool records_may_come =
+        !more_may_come && lc_.tls != nullptr && lc_.tls->is_tls(fd_) && response_in_flight();
     // Thread-per-connection with a connection waiting for a thread: a lingering connection
     // would hold its thread for a client that is done, so it closes at once.
     const bool pressed = lc_.server.threads_short.load(std::memory_order_relaxed);
-    if (ms == 0 || (peer_closed_ && !eof_unread_) || !more_may_come || drain_expired_ || pressed ||
-        lc_.loop.driver().shutdown_send(fd_) < 0) {
+    if (ms == 0 || (peer_closed_ && !eof_unread_) || !(more_may_come || records_may_come) || drain_expired_ ||
+        pressed || lc_.loop.driver().shutdown_send(fd_) < 0) {
         close_now();
         return;
     }
@@ -599,6 +608,11 @@ void connection::close_or_linger() noexcept {
     }
     trim_buffers();
     set_deadline(deadline_kind::linger);
+    if (records_may_come) {
+        linger_for_records_ = true;
+        linger_end_ = io_deadline_;
+        poll_linger();
+    }
     if (!recv_armed_) {
         recv_paused_ = false;
         if (!arm_recv()) {
@@ -614,6 +628,22 @@ void connection::on_linger_recv(const io::completion& c) noexcept {
         (!recv_armed_ && !arm_recv())) {
         close_now();
     }
+}
+
+bool connection::response_in_flight() const noexcept {
+    int unacked = 0;
+    if (::ioctl(fd_, SIOCOUTQ, &unacked) < 0) {
+        return true; // cannot tell: the lingering timeout decides
+    }
+    return unacked > 0 || (lc_.tls != nullptr && lc_.tls->has_unsent(fd_));
+}
+
+void connection::poll_linger() noexcept {
+    // Nothing tells when the client has acknowledged the last byte: look again shortly, until
+    // then or the lingering timeout.
+    io_deadline_ = std::min(linger_end_, deadline_after(lc_.loop.now(), linger_poll));
+    deadline_kind_ = deadline_kind::linger;
+    arm_timer();
 }
 
 void connection::close_now() noexcept {

@@ -153,6 +153,11 @@ private:
 
     void close_or_linger() noexcept; // the last response is out
     void on_linger_recv(const io::completion& c) noexcept;
+    /// Bytes of ours not yet acknowledged by the client (the kernel's or TLS's own queue).
+    bool response_in_flight() const noexcept;
+    /// Arms the next look at response_in_flight() of a TLS linger (linger_for_records_).
+    void poll_linger() noexcept;
+    static constexpr std::chrono::milliseconds linger_poll{20};
     void close_now() noexcept;
     void on_closed() noexcept;
     void trim_buffers() noexcept;
@@ -185,7 +190,9 @@ private:
     paused_hang_up hang_up_;   // which end-of-stream report to believe after a pause
     bool eof_unread_ = false;  // the end of stream came while paused: bytes ahead of it are unread
     bool close_after_flush_ = false;
-    bool linger_wanted_ = false; // an error ended the request: the rest of it may still come
+    bool linger_wanted_ = false;      // an error ended the request: the rest of it may still come
+    bool linger_for_records_ = false; // TLS: lingering only while the response is on its way
+    clock::time_point linger_end_{};  // linger_for_records_: lingering_timeout_ms from its start
     bool in_process_input_ = false;
     bool shutting_down_ = false;
     bool drain_expired_ = false;

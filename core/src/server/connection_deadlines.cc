@@ -130,7 +130,11 @@ void connection::on_deadline() noexcept {
         write_failed(); // the client stopped reading
         return;
     case deadline_kind::linger:
-        close_now(); // the client did not end its side in time
+        if (linger_for_records_ && lc_.loop.now() < linger_end_ && response_in_flight()) {
+            poll_linger(); // TLS: the response is still on its way
+            return;
+        }
+        close_now(); // the client did not end its side in time, or (TLS) has all of the response
         return;
     case deadline_kind::none:
         return;

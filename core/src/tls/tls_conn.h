@@ -67,6 +67,7 @@ struct tls_driver::conn {
     std::int32_t final = 0;
     bool cut = false;         ///< a client's stream ended without close_notify: final is -ECONNRESET
     bool notify_sent = false; ///< our close_notify is written (shutdown_send or close)
+    bool shut_due = false;    ///< shutdown_send() came while our own records went out: after them
     bool eof_unread =
         false; ///< final 0 told to a paused server owner, ciphertext still unread before the FIN
     bool touched = false;

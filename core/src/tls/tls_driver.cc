@@ -349,6 +349,11 @@ void tls_driver::send_close_notify(conn& s) noexcept {
     }
 }
 
+bool tls_driver::has_unsent(int fd) const noexcept {
+    const conn* s = find(fd);
+    return s != nullptr && (s->inner_sending || s->shut_due || !s->queued.empty());
+}
+
 int tls_driver::shutdown_send(int fd) noexcept {
     conn* s = find(fd);
     if (s == nullptr) {
@@ -361,8 +366,10 @@ int tls_driver::shutdown_send(int fd) noexcept {
     }
     if (s->inner_sending) {
         // Records of our own are on their way (an answer OpenSSL wrote while reading): a FIN
-        // now would overtake them, and the close_notify could not follow (rule 7).
-        return -EBUSY;
+        // now would overtake them, and the close_notify could not follow (rule 7). Both go
+        // once those are out (flush), and receiving goes on meanwhile.
+        s->shut_due = true;
+        return 0;
     }
     // Receiving goes on after our close_notify: OpenSSL reads until the peer's (or its FIN).
     send_close_notify(*s);
@@ -724,6 +731,11 @@ void tls_driver::flush(conn& s) noexcept {
                 // own bytes are still read, so that closing later cannot reset the answer away.
                 s.reply_shut = true;
                 ::shutdown(s.fd, SHUT_WR);
+            }
+            if (s.shut_due) {
+                s.shut_due = false;
+                send_close_notify(s);
+                (void)inner_->shutdown_send(s.fd);
             }
             if (s.owner_send && s.encrypted) {
                 // Every byte encrypted for the owner is with the kernel.

@@ -89,6 +89,11 @@ public:
     /// The owner asks once it has received bytes (they come after the handshake, so the answer
     /// is set by then) and keeps the pointer: the state it comes from goes at close().
     std::shared_ptr<const tls_info> peer_info(int fd) const noexcept;
+    /// Whether fd is a TLS connection: its peer may send records of its own (a KeyUpdate, an
+    /// alert, close_notify) at any time, which the owner never sees.
+    bool is_tls(int fd) const noexcept { return find(fd) != nullptr; }
+    /// Whether records of fd's connection are still to be handed to the kernel.
+    bool has_unsent(int fd) const noexcept;
     /// Drops what adopt_server() / adopt_client() made for fd when no owner will ever use it.
     void forget(int fd) noexcept;
 
