@@ -569,6 +569,14 @@ void connection::end_for_shutdown() noexcept {
     }
 }
 
+void connection::close_for_shutdown() noexcept {
+    if (state_ == state::dispatching) {
+        close_after_flush_ = true; // not pending_error_: nobody left, the response still goes out
+        return;
+    }
+    close_now();
+}
+
 void connection::close_or_linger() noexcept {
     // Closing a socket with received bytes unread makes Linux reset the connection, and a
     // reset can destroy the response just sent before the client reads it (RFC 9112 §9.6): a

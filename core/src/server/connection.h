@@ -63,8 +63,10 @@ public:
     /// The drain's time is up: a suspended exchange ends with on_error(shutting_down) and 503,
     /// a request still being received is dropped.
     void end_for_shutdown() noexcept;
-    /// Last resort after the drain: close whatever is left (a response the client won't read).
-    void close_for_shutdown() noexcept { close_now(); }
+    /// Last resort after the drain: close whatever is left (a response the client won't read),
+    /// except a handler a worker still runs, which the stop waits for: its response goes out
+    /// when it returns, until the next of these sweeps (one a second while any is left).
+    void close_for_shutdown() noexcept;
 
     void on_io(const io::completion& c) noexcept override;
     void on_async_signal(std::uint64_t generation) noexcept override;

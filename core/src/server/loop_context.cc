@@ -138,7 +138,7 @@ void loop_context::begin_shutdown() {
     auto expire = [this, each] {
         each(&connection::end_for_shutdown);
         // A response the client does not read would hold the loop until the write timeout.
-        loop.call_after(std::chrono::seconds(1), [each] { each(&connection::close_for_shutdown); });
+        loop.call_after(std::chrono::seconds(1), [this] { sweep_after_drain(); });
     };
     // Armed also when no connection is here yet: on io_uring an accept the kernel completed
     // before the listener's cancellation reaches the loop after this, and a hand-over keeps
@@ -147,6 +147,17 @@ void loop_context::begin_shutdown() {
         expire();
     } else {
         loop.call_after(std::chrono::milliseconds(server.cfg.shutdown_timeout_ms), expire);
+    }
+}
+
+void loop_context::sweep_after_drain() {
+    auto conns = connections_;
+    for (connection* c : conns) {
+        c->close_for_shutdown();
+    }
+    if (!connections_.empty()) {
+        // Handlers that workers still run: each one's response gets until the next sweep.
+        loop.call_after(std::chrono::seconds(1), [this] { sweep_after_drain(); });
     }
 }
 

@@ -120,6 +120,8 @@ public:
     /// Server stop on this loop: connections drain for limits' shutdown_timeout_ms, then what
     /// is left ends (503 for suspended exchanges), then, a second later, closes.
     void begin_shutdown();
+    /// A second after the drain ended, and each second after while connections are left.
+    void sweep_after_drain();
     bool shutting_down() const noexcept { return shutting_down_; }
 
     /// Connections of this loop (for shutdown).
