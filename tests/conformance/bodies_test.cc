@@ -274,6 +274,29 @@ TEST_P(bodies_test, streamed_response_to_http10_is_delimited_by_close) {
     EXPECT_EQ(r->body, "alpha,beta,gamma");
 }
 
+// A close-delimited body (HTTP/1.0 has no chunked coding) cut short, by a timeout or a
+// gateway's upstream cut, must not end as a whole one does: an orderly close would make the
+// part look like the body. The connection ends with a reset, and over TLS without
+// close_notify (found by a black-box probe of the gateway with an HTTP/1.0 client).
+TEST_P(bodies_test, a_streamed_response_to_http10_cut_short_does_not_end_cleanly) {
+    srv().route("GET", "/cut", [](exchange& ex) {
+        ex.response().content_type("text/plain");
+        ex.response().write("the first part,");
+        (void)ex.start_async(std::chrono::milliseconds(200)); // never completed: the timeout cuts the stream
+    });
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send("GET /cut HTTP/1.0\r\n\r\n")) << c.error();
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+    EXPECT_NE(c.buffered().find("the first part,"), std::string::npos) << c.buffered();
+    EXPECT_FALSE(c.ended_cleanly()) << "a cut body ended as a whole one: " << c.buffered();
+    // Whole, the same stream ends cleanly.
+    test_client whole(srv().port());
+    ASSERT_TRUE(whole.send("GET /stream HTTP/1.0\r\n\r\n")) << whole.error();
+    EXPECT_TRUE(whole.wait_closed()) << whole.error();
+    EXPECT_TRUE(whole.ended_cleanly());
+}
+
 TEST_P(bodies_test, expect_100_continue_gets_interim_then_final) {
     srv().start();
     test_client c(srv().port());

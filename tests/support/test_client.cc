@@ -177,6 +177,7 @@ test_client::fill test_client::fill_once(test_clock::time_point deadline) {
         }
         if (r == tls_stream::result::eof || r == tls_stream::result::failed) {
             eof_ = true; // a fatal alert ends the stream as a reset does
+            clean_end_ = tls_->close_notify_received();
             return fill::eof;
         }
         if (const fill w = await_ready(r == tls_stream::result::want_read ? POLLIN : POLLOUT, deadline);
@@ -193,6 +194,7 @@ test_client::fill test_client::fill_once(test_clock::time_point deadline) {
         }
         if (n == 0 || (errno == ECONNRESET || errno == EPIPE)) {
             eof_ = true;
+            clean_end_ = n == 0;
             return fill::eof;
         }
         if (errno == EINTR) {

@@ -80,6 +80,9 @@ public:
     const std::string& buffered() const noexcept { return in_; }
     /// The server closed (EOF or reset) as seen so far.
     bool peer_closed() const noexcept { return eof_; }
+    /// The server's close was an orderly one: a FIN (plaintext) or close_notify (TLS), not a
+    /// reset or a truncation. Meaningful once peer_closed().
+    bool ended_cleanly() const noexcept { return clean_end_; }
 
     /// Closes with FIN.
     void close_clean() noexcept;
@@ -105,6 +108,7 @@ private:
     std::chrono::milliseconds timeout_;
     std::string in_;
     bool eof_ = false;
+    bool clean_end_ = false;
     std::string error_;
 };
 

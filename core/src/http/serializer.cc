@@ -112,6 +112,10 @@ bool status_has_content(int status) noexcept {
     return status >= 200 && status != 204 && status != 304;
 }
 
+bool stream_ends_by_close(const response_framing& f) noexcept {
+    return is_http10(f) && !f.content_length && !f.head_request && !f.no_content;
+}
+
 std::string_view continue_response() noexcept {
     return "HTTP/1.1 100 Continue\r\n\r\n";
 }

@@ -162,6 +162,10 @@ struct response_framing {
 /// sent: one outside 100..599 goes out as 500, which has content.
 bool status_has_content(int status) noexcept;
 
+/// Streaming: the body has neither a length nor chunks (HTTP/1.0) and ends when the connection
+/// closes, so only the manner of the close tells a cut body from a whole one.
+bool stream_ends_by_close(const response_framing& f) noexcept;
+
 /// "HTTP/1.1 100 Continue\r\n\r\n"
 std::string_view continue_response() noexcept;
 

@@ -2,6 +2,7 @@
 
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -578,6 +579,17 @@ void connection::close_for_shutdown() noexcept {
 }
 
 void connection::close_or_linger() noexcept {
+    if (cut_by_reset_) {
+        // The body ran until the close, and was cut: an orderly close (a FIN, close_notify)
+        // would make the part look whole. A reset, and no close_notify, tell the client.
+        if (lc_.tls != nullptr) {
+            lc_.tls->skip_close_notify(fd_);
+        }
+        const ::linger abortive{1, 0};
+        (void)::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
+        close_now();
+        return;
+    }
     // Closing a socket with received bytes unread makes Linux reset the connection, and a
     // reset can destroy the response just sent before the client reads it (RFC 9112 §9.6): a
     // 413 to a client still sending its body, a response ahead of requests pipelined behind

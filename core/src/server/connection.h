@@ -193,6 +193,7 @@ private:
     bool eof_unread_ = false;  // the end of stream came while paused: bytes ahead of it are unread
     bool close_after_flush_ = false;
     bool linger_wanted_ = false;      // an error ended the request: the rest of it may still come
+    bool cut_by_reset_ = false;       // a close-delimited stream was cut: the close must not look clean
     bool linger_for_records_ = false; // TLS: lingering only while the response is on its way
     clock::time_point linger_end_{};  // linger_for_records_: lingering_timeout_ms from its start
     bool in_process_input_ = false;

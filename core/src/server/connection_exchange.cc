@@ -463,7 +463,9 @@ void connection::finish_exchange(std::error_code outcome) noexcept {
                 // declared): no terminating chunk, and with a declared length fewer bytes than
                 // it, so the client sees an incomplete message rather than a whole, truncated
                 // body (RFC 9112 §8: incomplete messages are detectable by their framing).
+                // A body that ends by the close has no such framing: its close is a reset.
                 close_after_flush_ = true;
+                cut_by_reset_ = http::stream_ends_by_close(f);
             } else {
                 http::serialize_stream_end(f, out); // nothing for HEAD or a status without content
             }

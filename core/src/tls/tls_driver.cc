@@ -349,6 +349,12 @@ void tls_driver::send_close_notify(conn& s) noexcept {
     }
 }
 
+void tls_driver::skip_close_notify(int fd) noexcept {
+    if (conn* s = find(fd)) {
+        s->notify_sent = true;
+    }
+}
+
 bool tls_driver::has_unsent(int fd) const noexcept {
     const conn* s = find(fd);
     return s != nullptr && (s->inner_sending || s->shut_due || !s->queued.empty());

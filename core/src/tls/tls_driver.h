@@ -92,6 +92,9 @@ public:
     /// Whether fd is a TLS connection: its peer may send records of its own (a KeyUpdate, an
     /// alert, close_notify) at any time, which the owner never sees.
     bool is_tls(int fd) const noexcept { return find(fd) != nullptr; }
+    /// The owner's close of fd is to look like a truncation (a cut body that ends by the
+    /// close): no close_notify.
+    void skip_close_notify(int fd) noexcept;
     /// Whether records of fd's connection are still to be handed to the kernel.
     bool has_unsent(int fd) const noexcept;
     /// Drops what adopt_server() / adopt_client() made for fd when no owner will ever use it.
