@@ -45,6 +45,9 @@ TEST_P(tls_sni_test, a_wildcard_covers_one_label) {
     start();
     EXPECT_EQ(cn_for("www.beta.test"), "beta.test");
     EXPECT_EQ(cn_for("a.b.beta.test"), "default.test");
+    // An empty label is no label, and a host name has no '*' (found by a black-box probe).
+    EXPECT_EQ(cn_for(".beta.test"), "default.test");
+    EXPECT_EQ(cn_for("*.beta.test"), "default.test");
 }
 
 TEST_P(tls_sni_test, an_unknown_name_or_none_gets_the_default_certificate) {

@@ -64,15 +64,19 @@ std::string lower(std::string_view s) {
 }
 
 // "*.example.com" matches "a.example.com", not "example.com" nor "a.b.example.com" (RFC 6125
-// section 6.4.3: the wildcard covers one label). Exact names win over wildcards.
+// section 6.4.3: the wildcard covers one label, and an empty one is none). Exact names win
+// over wildcards. A host name has no '*': such a name is nobody's.
 SSL_CTX* find_by_name(const ctx_extras& extras, std::string_view name) noexcept {
+    if (name.find('*') != std::string_view::npos) {
+        return nullptr;
+    }
     SSL_CTX* wildcard = nullptr;
     const std::size_t dot = name.find('.');
     for (const auto& [pattern, ctx] : extras.names) {
         if (pattern == name) {
             return ctx;
         }
-        if (wildcard == nullptr && pattern.starts_with("*.") && dot != std::string_view::npos &&
+        if (wildcard == nullptr && pattern.starts_with("*.") && dot != std::string_view::npos && dot > 0 &&
             name.substr(dot + 1) == std::string_view(pattern).substr(2)) {
             wildcard = ctx;
         }
