@@ -209,8 +209,10 @@ struct client_request {
     std::string body{};
     /// A borrowed body (e.g. the incoming request's body, forwarded without a copy), used
     /// instead of `body` when its data() is not null. The bytes must stay valid until the
-    /// callback has run, or the call was cancelled and the exchange that owns them ended on
-    /// that loop (the client closes the connection before that).
+    /// callback has run, a cancelled call's too: a call that ends while its request is still
+    /// being sent (an early answer, a timeout, a cancel) is answered only once that send has
+    /// ended, since io_uring may read the bytes until then. A caller that cannot wait for the
+    /// callback (an exchange that may end first) moves the body into `body` instead.
     std::string_view body_view{};
 };
 

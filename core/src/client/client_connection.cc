@@ -259,7 +259,16 @@ void client_connection::abort_call(std::error_code why) noexcept {
 }
 
 void client_connection::finish_call(result<client_response> r) noexcept {
-    if (!call_) {
+    if (!call_ || answer_after_close_) {
+        return; // none, or its outcome is decided and waits for op::close
+    }
+    if (transport_.sending()) {
+        // The request is still going out (an early answer, a timeout, a cancel): on io_uring the
+        // kernel may read its memory until the send completes, the close's cancellation
+        // notwithstanding, and a borrowed body (client_request::body_view) is the caller's to
+        // free once the callback has run. Every caller closes now; the outcome is handed over
+        // at op::close, after which nothing reads it (backend.h rules 4 and 7).
+        answer_after_close_.emplace(std::move(r));
         return;
     }
     auto call = std::move(call_);
@@ -417,6 +426,11 @@ void client_connection::close_now() noexcept {
 }
 
 void client_connection::on_closed() noexcept {
+    if (answer_after_close_ && call_) {
+        auto call = std::move(call_);
+        call->conn = nullptr;
+        pool_->deliver(call, std::move(*answer_after_close_));
+    }
     pool_->config().counters->open.fetch_sub(1, std::memory_order_relaxed);
     detail::loop& l = loop_;
     delete this;

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "client/client_call.h"
@@ -85,6 +86,9 @@ private:
     http::client_session session_;
     std::shared_ptr<client_call_state> call_;
     std::shared_ptr<client_call_state> sending_call_; // keeps the sent memory alive (driver rule 7)
+    // The outcome of a call that ended while its request was still being sent: handed over at
+    // op::close, when no send can read the request's memory any more (finish_call).
+    std::optional<result<client_response>> answer_after_close_;
     timer timer_;
     clock::time_point created_;
     std::uint64_t served_ = 0;

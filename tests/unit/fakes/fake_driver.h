@@ -50,11 +50,19 @@ public:
         std::size_t waits_before_cancel = 0;
         bool cancel_due = false;
         bool late_reads_done = false;
+        std::vector<iovec> held; ///< hold_sends: the send in flight, read at its completion
+        void* held_owner = nullptr;
         std::size_t quiet_waits_left = 0;
     };
 
     std::size_t chunk = static_cast<std::size_t>(-1);
     std::size_t send_limit = static_cast<std::size_t>(-1);
+    /// connect() succeeds (its completion comes in the next batch) instead of EOPNOTSUPP.
+    bool connects = false;
+    /// What a connected fd then receives (a peer's inbound, as if set before).
+    std::string inbound_on_connect;
+    /// A send completes only at the close of its fd, reading its memory then.
+    bool hold_sends = false;
     long fail_at = -1; ///< index of the operation to fail; -1: none
     /// The first sends write their bytes and report 0, as the TLS decorator reports a partial
     /// inner send (the bytes are out, the owner sends them again); the send after them fails.
@@ -91,6 +99,12 @@ public:
 
     int send(int fd, const iovec* iov, int iovcnt, void* owner) noexcept override {
         peer& p = peers[fd];
+        if (hold_sends) {
+            // As io_uring may: the memory is read when the send runs, up to its completion.
+            p.held.assign(iov, iov + iovcnt);
+            p.held_owner = owner;
+            return 0;
+        }
         if (operations++ == fail_at) {
             pending_.push_back({owner, io::op::send, false, -EPIPE, io::no_buffer, nullptr});
             return 0;
@@ -117,7 +131,15 @@ public:
         return 0;
     }
 
-    int connect(int, const sockaddr*, socklen_t, void*) noexcept override { return -EOPNOTSUPP; }
+    int connect(int fd, const sockaddr*, socklen_t, void* owner) noexcept override {
+        if (!connects) {
+            return -EOPNOTSUPP;
+        }
+        peers[fd].owner = owner;
+        peers[fd].inbound = inbound_on_connect;
+        pending_.push_back({owner, io::op::connect, false, 0, io::no_buffer, nullptr});
+        return 0;
+    }
 
     int shutdown_send(int fd) noexcept override {
         peers[fd].write_shut = true;
@@ -128,6 +150,19 @@ public:
         peer& p = peers[fd];
         p.closed = true;
         p.receiving = false;
+        if (p.held_owner != nullptr) {
+            // The worst case of a send in flight at the close: it ran just before the cancel
+            // could reach it, reading the memory now (rule 7 says it may, until its completion).
+            std::size_t total = 0;
+            for (const iovec& v : p.held) {
+                p.outbound.append(static_cast<const char*>(v.iov_base), v.iov_len);
+                total += v.iov_len;
+            }
+            pending_.push_back({p.held_owner, io::op::send, false, static_cast<std::int32_t>(total),
+                                io::no_buffer, nullptr});
+            p.held.clear();
+            p.held_owner = nullptr;
+        }
         pending_.push_back({owner, io::op::close, false, 0, io::no_buffer, nullptr});
     }
 
