@@ -297,6 +297,27 @@ TEST_P(bodies_test, a_streamed_response_to_http10_cut_short_does_not_end_cleanly
     EXPECT_TRUE(whole.ended_cleanly());
 }
 
+// The same cut, closed by the write timeout while the client does not read: every way the
+// connection closes after a cut must keep it from looking whole (found by a code review: only
+// the close after the flush did).
+TEST_P(bodies_test, a_cut_http10_stream_closed_by_the_write_timeout_does_not_end_cleanly) {
+    srv().config().limits.write_timeout_ms = 300;
+    srv().config().limits.min_send_rate = 0;
+    srv().route("GET", "/cut-big", [](exchange& ex) {
+        ex.response().content_type("text/plain");
+        ex.response().write(std::string(std::size_t{4} << 20, 'p'));
+        (void)ex.start_async(std::chrono::milliseconds(100));
+    });
+    srv().start();
+    test_client c(srv().port(), default_timeout, client_transport::automatic, client_handshake::at_connect,
+                  {.rcvbuf = 16 * 1024});
+    ASSERT_TRUE(c.send("GET /cut-big HTTP/1.0\r\n\r\n")) << c.error();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1'000)); // the write timeout ends it
+    EXPECT_TRUE(c.wait_closed()) << c.error();
+    EXPECT_FALSE(c.ended_cleanly()) << "a cut body ended as a whole one after " << c.buffered().size()
+                                    << " bytes";
+}
+
 TEST_P(bodies_test, expect_100_continue_gets_interim_then_final) {
     srv().start();
     test_client c(srv().port());

@@ -580,14 +580,7 @@ void connection::close_for_shutdown() noexcept {
 
 void connection::close_or_linger() noexcept {
     if (cut_by_reset_) {
-        // The body ran until the close, and was cut: an orderly close (a FIN, close_notify)
-        // would make the part look whole. A reset, and no close_notify, tell the client.
-        if (lc_.tls != nullptr) {
-            lc_.tls->skip_close_notify(fd_);
-        }
-        const ::linger abortive{1, 0};
-        (void)::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
-        close_now();
+        close_now(); // the close must not look orderly (close_now): no lingering either
         return;
     }
     // Closing a socket with received bytes unread makes Linux reset the connection, and a
@@ -689,6 +682,16 @@ void connection::close_now() noexcept {
     }
     state_ = state::closing;
     lc_.loop.cancel(timer_);
+    if (cut_by_reset_) {
+        // A body that runs until the close was cut: an orderly close (a FIN, close_notify) would
+        // make the part look whole, however the close came (flushed, write timeout, the drain's
+        // sweep). A reset, and no close_notify, tell the client.
+        if (lc_.tls != nullptr) {
+            lc_.tls->skip_close_notify(fd_);
+        }
+        const ::linger abortive{1, 0};
+        (void)::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
+    }
     lc_.loop.driver().close(fd_, this);
 }
 
