@@ -606,7 +606,7 @@ void connection::close_or_linger() noexcept {
     // would hold its thread for a client that is done, so it closes at once.
     const bool pressed = lc_.server.threads_short.load(std::memory_order_relaxed);
     if (ms == 0 || (peer_closed_ && !eof_unread_) || !(more_may_come || records_may_come) || drain_expired_ ||
-        pressed || lc_.loop.driver().shutdown_send(fd_) < 0) {
+        lc_.drain_over() || pressed || lc_.loop.driver().shutdown_send(fd_) < 0) {
         close_now();
         return;
     }

@@ -136,6 +136,7 @@ void loop_context::begin_shutdown() {
     };
     each(&connection::shutdown);
     auto expire = [this, each] {
+        drain_over_ = true;
         each(&connection::end_for_shutdown);
         // A response the client does not read would hold the loop until the write timeout.
         loop.call_after(std::chrono::seconds(1), [this] { sweep_after_drain(); });

@@ -123,6 +123,8 @@ public:
     /// A second after the drain ended, and each second after while connections are left.
     void sweep_after_drain();
     bool shutting_down() const noexcept { return shutting_down_; }
+    /// The drain's time is up (shutdown_timeout_ms): a connection accepted since lingers no more.
+    bool drain_over() const noexcept { return drain_over_; }
 
     /// Connections of this loop (for shutdown).
     void add(connection* c);
@@ -142,6 +144,7 @@ private:
     std::uint64_t refused_unlogged_ = 0;
     clock::time_point refused_logged_at_{};
     bool shutting_down_ = false;
+    bool drain_over_ = false;
 };
 
 } // namespace sluice::detail
