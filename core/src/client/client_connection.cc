@@ -239,6 +239,13 @@ void client_connection::broken(int rc) noexcept {
     if (may_retry) {
         auto call = std::move(call_);
         call->conn = nullptr;
+        if (transport_.sending()) {
+            // This send may still read the request's memory (finish_call): the retry, whose
+            // outcome lets the caller free a borrowed body, waits for op::close.
+            retry_after_close_ = std::move(call);
+            close_now();
+            return;
+        }
         auto pool = pool_;
         close_now();
         pool->retry(std::move(call));
@@ -426,6 +433,9 @@ void client_connection::close_now() noexcept {
 }
 
 void client_connection::on_closed() noexcept {
+    if (retry_after_close_) {
+        pool_->retry(std::move(retry_after_close_));
+    }
     if (answer_after_close_ && call_) {
         auto call = std::move(call_);
         call->conn = nullptr;

@@ -89,6 +89,9 @@ private:
     // The outcome of a call that ended while its request was still being sent: handed over at
     // op::close, when no send can read the request's memory any more (finish_call).
     std::optional<result<client_response>> answer_after_close_;
+    // A retried call whose request was still being sent here: it goes to its fresh connection
+    // at op::close, for the same reason.
+    std::shared_ptr<client_call_state> retry_after_close_;
     timer timer_;
     clock::time_point created_;
     std::uint64_t served_ = 0;

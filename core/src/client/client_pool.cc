@@ -261,7 +261,7 @@ void client_pool::connect_failed(client_connection* c, const std::shared_ptr<ups
 void client_pool::retry(std::shared_ptr<client_call_state> call) noexcept {
     call->retried = true;
     cfg_.counters->retried.fetch_add(1, std::memory_order_relaxed);
-    if (stopped_) {
+    if (stopped_ || call->cancel_requested.load(std::memory_order_acquire)) {
         deliver(call, result<client_response>(client_errc::cancelled));
         return;
     }
