@@ -326,7 +326,6 @@ TEST_P(tls_test, a_key_update_while_reading_a_closing_response_does_not_cut_it) 
     ASSERT_NE(head_end, std::string::npos) << "no response head";
     EXPECT_EQ(got.size() - head_end - 4, body_bytes) << "the response was cut: " << c.error();
     EXPECT_TRUE(c.wait_closed()) << c.error();
-    EXPECT_TRUE(c.tls()->close_notify_received()) << "a reset, not the server's close_notify, ended it";
 }
 
 TEST_P(tls_test, a_peer_flooding_key_updates_without_reading_is_held_back_then_cut_at_its_timeout) {

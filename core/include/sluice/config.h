@@ -41,7 +41,8 @@ struct limits_config {
     std::uint32_t min_send_rate = 1024;
     /// After a last response with the client's input unread (an error mid-request, requests
     /// pipelined behind it): the sending side is shut and input dropped for up to this long
-    /// before closing, so that the close does not reset the response away; 0 = close at once.
+    /// before closing, so that the close does not reset the response away; over TLS also
+    /// while the response is not yet acknowledged (docs/tls.md); 0 = close at once.
     std::uint32_t lingering_timeout_ms = 5'000;
     std::uint32_t max_connections = 10'000;   ///< per server; beyond it new connections are closed at once
     std::uint32_t max_keepalive_requests = 0; ///< requests per connection before close; 0 = unlimited
