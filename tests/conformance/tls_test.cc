@@ -261,8 +261,11 @@ TEST_P(tls_test, a_slow_reader_of_a_large_response_gets_it_whole) {
     // owner sees progress every 256 KiB: the whole response arrives.
     constexpr std::size_t body_bytes = std::size_t{3} << 20;
     srv().route("GET", "/big", [](exchange& ex) { ex.response().text(std::string(body_bytes, 'b')); });
-    srv().config().limits.write_timeout_ms = 1000;    // the no-progress bound
-    srv().config().limits.min_send_rate = 256u << 10; // the cap: 1 s + 12 s, beyond the reader
+    // The no-progress bound: progress shows every 256 KiB, which a reader starved by a loaded
+    // machine may take over a second to read (CI cut it once at 1 s); the old queue showed
+    // none for the whole response, ~4 s at this reader's pace.
+    srv().config().limits.write_timeout_ms = 2000;
+    srv().config().limits.min_send_rate = 256u << 10; // the cap: 2 s + 12 s, beyond the reader
     srv().start();
     // Segments of an Ethernet's size and a small receive buffer: the server's send buffer is
     // autotuned small, as towards a distant client, and each wake-up takes a few KiB (on
