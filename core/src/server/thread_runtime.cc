@@ -126,15 +126,24 @@ public:
             throw thread_start_failed("blocking.threads", started, std::size_t{n} + 1, e);
         }
         std::string error;
-        for (auto& f : ready) {
-            std::string e = f.get();
+        std::size_t failed = ready.size();
+        for (std::size_t k = 0; k < ready.size(); ++k) {
+            std::string e = ready[k].get();
             if (!e.empty() && error.empty()) {
                 error = std::move(e);
+                failed = k;
             }
         }
         if (!error.empty()) {
             stop();
             join();
+            if (failed < n) {
+                // Each connection thread opens a loop of its own, with descriptors of its own:
+                // the setting to change is the thread count (or the open-file limit).
+                throw startup_error("blocking.threads", "connection thread " + std::to_string(failed + 1) +
+                                                            " of " + std::to_string(n) +
+                                                            " cannot open its loop: " + error);
+            }
             throw startup_error("backend", error);
         }
     }

@@ -71,5 +71,35 @@ TEST(runtime_start_failure, thread_per_connection) {
     rt.reset();
 }
 
+// A connection thread's loop cannot open (each takes descriptors of its own: a few hundred
+// threads under a low open-file limit run out): the startup error names blocking.threads,
+// the setting to change, not "backend" (found by a black-box probe under prlimit --nofile).
+std::unique_ptr<io::driver> fail_third_thread(const io::driver_options& o, std::string& error) {
+    if (o.loop_index == 3) {
+        error = "eventfd: Too many open files";
+        return nullptr;
+    }
+    return std::make_unique<fake_driver>();
+}
+const io::backend short_of_descriptors{"short", io::traits{.connection_per_thread = true}, &can_run,
+                                       &fail_third_thread};
+
+TEST(runtime_start_failure, a_connection_thread_that_cannot_open_its_loop_names_blocking_threads) {
+    start_harness h(1);
+    h.cfg.blocking.threads = 4;
+    auto rt = detail::make_thread_runtime(short_of_descriptors, h.ctx);
+    detail::listen_plan plan(1);
+    plan[0].addr = detail::resolve_listen_address("127.0.0.1:0");
+    try {
+        rt->start(std::move(plan));
+        ADD_FAILURE() << "start() succeeded with a thread that cannot open its loop";
+    } catch (const startup_error& e) {
+        EXPECT_EQ(e.key(), "blocking.threads") << e.what();
+        EXPECT_NE(std::string(e.what()).find("Too many open files"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("3 of 4"), std::string::npos) << e.what();
+    }
+    rt.reset();
+}
+
 } // namespace
 } // namespace sluice::testing
