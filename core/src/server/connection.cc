@@ -579,10 +579,6 @@ void connection::close_for_shutdown() noexcept {
 }
 
 void connection::close_or_linger() noexcept {
-    if (cut_by_reset_) {
-        close_now(); // the close must not look orderly (close_now): no lingering either
-        return;
-    }
     // Closing a socket with received bytes unread makes Linux reset the connection, and a
     // reset can destroy the response just sent before the client reads it (RFC 9112 §9.6): a
     // 413 to a client still sending its body, a response ahead of requests pipelined behind
@@ -605,8 +601,9 @@ void connection::close_or_linger() noexcept {
     // Thread-per-connection with a connection waiting for a thread: a lingering connection
     // would hold its thread for a client that is done, so it closes at once.
     const bool pressed = lc_.server.threads_short.load(std::memory_order_relaxed);
-    if (ms == 0 || (peer_closed_ && !eof_unread_) || !(more_may_come || records_may_come) || drain_expired_ ||
-        lc_.drain_over() || pressed || lc_.loop.driver().shutdown_send(fd_) < 0) {
+    // A cut body that ends by the close closes abortively (close_now): nothing to linger for.
+    if (ms == 0 || cut_by_reset_ || (peer_closed_ && !eof_unread_) || !(more_may_come || records_may_come) ||
+        drain_expired_ || lc_.drain_over() || pressed || lc_.loop.driver().shutdown_send(fd_) < 0) {
         close_now();
         return;
     }
