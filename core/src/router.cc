@@ -187,6 +187,20 @@ const route_entry* search(const tree_node& n, std::string_view path, std::size_t
     return nullptr;
 }
 
+// An Allow field value (RFC 9110 §10.2.1): the methods, sorted, each once, comma-separated.
+std::string allow_value(std::vector<std::string_view>& methods) {
+    std::sort(methods.begin(), methods.end());
+    methods.erase(std::unique(methods.begin(), methods.end()), methods.end());
+    std::string value;
+    for (const std::string_view m : methods) {
+        if (!value.empty()) {
+            value += ", ";
+        }
+        value += m;
+    }
+    return value;
+}
+
 } // namespace
 
 struct router::node {
@@ -296,16 +310,22 @@ router::match_result router::match(std::string_view method, std::string_view pat
         result.status = 404;
         return result;
     }
-    std::sort(allowed.begin(), allowed.end());
-    allowed.erase(std::unique(allowed.begin(), allowed.end()), allowed.end());
     result.status = 405;
-    for (const std::string_view m : allowed) {
-        if (!result.allow.empty()) {
-            result.allow += ", ";
-        }
-        result.allow += m;
-    }
+    result.allow = allow_value(allowed);
     return result;
+}
+
+std::string router::methods() const {
+    std::vector<std::string_view> all;
+    if (root_) {
+        for (const route_entry* r : root_->by_id) {
+            all.emplace_back(r->method);
+            if (r->method == "GET") {
+                all.emplace_back("HEAD");
+            }
+        }
+    }
+    return allow_value(all);
 }
 
 } // namespace sluice

@@ -103,6 +103,35 @@ TEST_P(basics_test, wrong_method_is_405_with_allow) {
     EXPECT_NE(allow->find("HEAD"), std::string::npos) << *allow;
 }
 
+TEST_P(basics_test, options_asterisk_is_answered_by_the_server_with_every_method_it_routes) {
+    // RFC 9110 §9.3.7: "OPTIONS *" asks about the server in general; a successful answer with no
+    // content MUST carry Content-Length: 0, and SHOULD say which features apply (Allow).
+    start_with_routes();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send("OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n")) << c.error();
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->header("Content-Length"), "0");
+    EXPECT_EQ(r->body, "");
+    EXPECT_EQ(r->header("Allow"), "GET, HEAD, POST");
+    // An ordinary answer: the connection stays usable.
+    ASSERT_TRUE(c.send(get_request("/"))) << c.error();
+    auto again = c.read_response();
+    ASSERT_TRUE(again) << c.error();
+    EXPECT_EQ(again->body, "hello");
+}
+
+TEST_P(basics_test, an_asterisk_target_with_another_method_is_400) {
+    // RFC 9112 §3.2.4: the asterisk-form is only used with OPTIONS.
+    start_with_routes();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send("GET * HTTP/1.1\r\nHost: t\r\n\r\n")) << c.error();
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 400);
+}
+
 TEST_P(basics_test, head_sends_content_length_of_get_and_no_body) {
     start_with_routes();
     test_client c(srv().port());

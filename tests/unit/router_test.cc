@@ -1,5 +1,6 @@
 // The router: precedence (literal > parameter > tail), backtracking, 404 vs 405 with Allow,
-// HEAD served by GET, pattern validation, duplicates, parameter capture, many routes.
+// HEAD served by GET, the methods of "OPTIONS *", pattern validation, duplicates, parameter
+// capture, many routes.
 
 #include <gtest/gtest.h>
 
@@ -304,6 +305,17 @@ TEST(router, duplicate_routes_are_rejected) {
     // The first route is still the one that answers.
     std::vector<router::param> params;
     EXPECT_EQ(tag_of(r.match("GET", "/users/9", params)), 1);
+}
+
+TEST(router, methods_lists_every_routed_method_once_with_head_for_get) {
+    router r;
+    EXPECT_EQ(r.methods(), "");
+    r.add("PUT", "/a", tagged{1});
+    r.add("GET", "/a", tagged{2});
+    r.add("GET", "/b/{id}", tagged{3});
+    r.add("DELETE", "/c", tagged{4});
+    r.add("HEAD", "/d", tagged{5});
+    EXPECT_EQ(r.methods(), "DELETE, GET, HEAD, PUT");
 }
 
 TEST(router, many_routes) {

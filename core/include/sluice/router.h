@@ -7,7 +7,8 @@
 // Matching is on the raw (not decoded) path; parameter values are decoded by the
 // server before the handler runs. A GET route also serves HEAD unless a HEAD route
 // exists. A path that matches no template is 404; one that matches a template with
-// no route for the method is 405 with an Allow header.
+// no route for the method is 405 with an Allow header. "OPTIONS *" is answered by the server with
+// methods() (RFC 9110 §9.3.7).
 #pragma once
 
 #include <cstddef>
@@ -47,6 +48,10 @@ public:
     /// (cleared first). Allocation-free when it matches, for paths without parameters beyond
     /// params' capacity.
     match_result match(std::string_view method, std::string_view path, std::vector<param>& params) const;
+
+    /// Every method some route serves (HEAD with GET), as an Allow value ("GET, HEAD, POST"): the
+    /// server's answer to "OPTIONS *". Empty when there is no route.
+    std::string methods() const;
 
     /// Routes added so far; a match's `route` is below this.
     std::size_t size() const noexcept;

@@ -652,6 +652,10 @@ int server_session::check_head() noexcept {
     if (target.find('#') != std::string_view::npos) {
         return callbacks::fail(p, callback_error, 400, "fragment in request target");
     }
+    // RFC 9112 §3.2.4: the asterisk-form is only for a server-wide OPTIONS.
+    if (target == "*" && p->method != HTTP_OPTIONS) {
+        return callbacks::fail(p, callback_error, 400, "asterisk-form target without OPTIONS");
+    }
     if (const target_authority a = absolute_form_authority(target); a.is_absolute) {
         if (a.authority.empty() || a.authority.front() == ':') {
             return callbacks::fail(p, callback_error, 400, "no host in request target");

@@ -274,6 +274,15 @@ void connection::on_request_ready() noexcept {
     lc_.counters.add(lc_.counters.requests, 1);
     refresh_deadline();
     auto& req = exchange_access::request(ex());
+    if (req.target() == "*") { // "OPTIONS *": the session refuses "*" with any other method
+        try {
+            ex().response().status(200).header("Allow", lc_.server.routes.methods());
+        } catch (const std::bad_alloc&) {
+            ex().response().status(503);
+        }
+        finish_exchange({});
+        return;
+    }
     auto m = lc_.server.routes.match(req.method(), req.path(), lc_.params);
     if (m.status != 0) {
         auto& res = ex().response();
