@@ -438,8 +438,9 @@ constexpr std::array keys{
     integer_key<&config::blocking, &blocking_config::accept_queue>(
         "blocking.accept_queue", 0, 1'000'000,
         "blocking backend: connections waiting for a thread; 0 = none wait (closed at once when all busy)"),
-    integer_key<&config::limits, &limits_config::max_header_bytes>("limits.max_header_bytes", 256, mib,
-                                                                   "request line + headers; more -> 431"),
+    integer_key<&config::limits, &limits_config::max_header_bytes>(
+        "limits.max_header_bytes", 256, mib,
+        "request line + headers (and a chunked body's trailers); more -> 431"),
     integer_key<&config::limits, &limits_config::max_body_bytes>("limits.max_body_bytes", 0, gib,
                                                                  "request body; more -> 413; 0 = no body"),
     integer_key<&config::limits, &limits_config::header_timeout_ms>(

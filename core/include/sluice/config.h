@@ -28,7 +28,8 @@ enum class dispatch_mode {
 enum class log_level { error, warn, info, debug };
 
 struct limits_config {
-    std::size_t max_header_bytes = 8192; ///< request line + headers; more → 431 (414 for the target)
+    std::size_t max_header_bytes =
+        8192; ///< request line + headers, and trailers; more → 431 (414 for the target)
     std::size_t max_body_bytes = std::size_t{1024} * 1024; ///< more → 413
     std::uint32_t header_timeout_ms = 10'000;              ///< first byte to end of head; → 408
     std::uint32_t body_timeout_ms = 30'000;                ///< end of head to end of body; → 408

@@ -140,8 +140,12 @@ struct server_session::callbacks {
 
     static int on_header_field(llhttp_t* p, const char* at, std::size_t n) noexcept {
         server_session& s = self(p);
-        if (s.phase_ == phase::body) {
-            return on_trailer_bytes(p, n);
+        if (s.phase_ == phase::body) { // a trailer field: checked, not kept
+            if (n > 0) {
+                s.header_state_ = header_state::name;
+                s.name_last_ = at[n - 1];
+            }
+            return 0;
         }
         if (s.header_state_ != header_state::name) {
             const int r = store(p, [](detail::request_builder b) { b.begin_header(); });
@@ -159,13 +163,16 @@ struct server_session::callbacks {
 
     static int on_header_field_complete(llhttp_t* p) noexcept {
         server_session& s = self(p);
-        if (s.phase_ == phase::body) {
-            return 0;
-        }
+        const bool trailer = s.phase_ == phase::body;
         // field-name = token (RFC 9110 §5.1), but llhttp takes ": value" as a field with an
-        // empty name (and may then call no on_header_field at all).
-        if (s.header_state_ != header_state::name || builder(p).last_header_name().len == 0) {
-            return fail(p, callback_error, 400, "empty header name");
+        // empty name (and may then call no on_header_field at all). Trailer fields are field
+        // lines too (RFC 9112 §7.1.2).
+        if (s.header_state_ != header_state::name || (!trailer && builder(p).last_header_name().len == 0)) {
+            return fail(p, callback_error, 400, trailer ? "empty trailer field name" : "empty header name");
+        }
+        if (trailer) {
+            s.header_state_ = header_state::colon;
+            return 0;
         }
         // RFC 9112 §5.1: whitespace between a field name and the colon MUST be rejected with
         // 400 (it smuggles "Transfer-Encoding " past proxies). llhttp built without
@@ -180,7 +187,7 @@ struct server_session::callbacks {
     static int on_header_value(llhttp_t* p, const char* at, std::size_t n) noexcept {
         server_session& s = self(p);
         if (s.phase_ == phase::body) {
-            return on_trailer_bytes(p, n);
+            return 0; // a trailer's value: its bytes are counted in feed()
         }
         // llhttp unfolds obs-fold: it skips the CRLF and goes on with the same value, so a
         // piece that does not start where the previous one of this value ended jumped a line
@@ -211,6 +218,7 @@ struct server_session::callbacks {
     static int on_header_value_complete(llhttp_t* p) noexcept {
         server_session& s = self(p);
         if (s.phase_ == phase::body) {
+            s.header_state_ = header_state::none;
             return 0;
         }
         if (s.header_state_ != header_state::colon && s.header_state_ != header_state::value) {
@@ -264,6 +272,12 @@ struct server_session::callbacks {
         if (p->content_length > s.limits_.max_body_bytes - s.req_->body().size()) {
             return fail(p, callback_error, 413, "request body too large");
         }
+        // The last chunk: the trailer section follows. Pausing here lets feed() count its
+        // bytes from their first, as it counts the head's.
+        if (p->content_length == 0) {
+            s.in_trailers_ = true;
+            return HPE_PAUSED;
+        }
         return 0;
     }
 
@@ -275,18 +289,6 @@ struct server_session::callbacks {
         s.extra_bytes_ += n;
         if (s.extra_bytes_ > s.limits_.max_header_bytes) {
             return fail(p, span_error, 413, "chunk extensions too large");
-        }
-        return 0;
-    }
-
-    // Trailer fields (RFC 9112 §7.1.2) are received and dropped: RFC 9110 §6.5.1 forbids
-    // merging them into the header section unless their definitions allow it, and no
-    // handler asks for them. They count against the header limit.
-    static int on_trailer_bytes(llhttp_t* p, std::size_t n) noexcept {
-        server_session& s = self(p);
-        s.extra_bytes_ += n;
-        if (s.extra_bytes_ > s.limits_.max_header_bytes) {
-            return fail(p, span_error, 431, "trailer fields too large");
         }
         return 0;
     }
@@ -348,8 +350,11 @@ feed_result server_session::feed(std::string_view bytes, request& req) {
     while (consumed < bytes.size()) {
         std::size_t n = bytes.size() - consumed;
         const bool in_head = phase_ == phase::idle || phase_ == phase::head;
+        const bool in_trailers = phase_ == phase::body && in_trailers_;
         if (in_head) {
             n = std::min(n, limits_.max_header_bytes - head_bytes_);
+        } else if (in_trailers) {
+            n = std::min(n, limits_.max_header_bytes - trailer_bytes_);
         }
         exec_begin_ = bytes.data() + consumed;
         const llhttp_errno_t err = llhttp_execute(&parser_, exec_begin_, n);
@@ -386,13 +391,31 @@ feed_result server_session::feed(std::string_view bytes, request& req) {
                     fail_head_too_large();
                     return {feed_status::failed, consumed};
                 }
+            } else if (in_trailers) {
+                // Trailer fields (RFC 9112 §7.1.2) are received and dropped: RFC 9110 §6.5.1
+                // forbids merging them into the header section unless their definitions allow
+                // it, and no handler asks for them. Their section is held to the header limit,
+                // every byte of it, and fails once it is reached without its end.
+                trailer_bytes_ += n;
+                if (trailer_bytes_ >= limits_.max_header_bytes) {
+                    fail(431, "trailer fields too large");
+                    return {feed_status::failed, consumed};
+                }
             }
             continue;
         }
         const char* stop = llhttp_get_error_pos(&parser_);
-        consumed += static_cast<std::size_t>(stop - exec_begin_);
+        const auto used = static_cast<std::size_t>(stop - exec_begin_);
+        consumed += used;
         if (err == HPE_PAUSED && phase_ == phase::ready) {
+            if (in_trailers) {
+                trailer_bytes_ += used; // its end: not a failure even when exactly at the limit
+            }
             return {feed_status::request_ready, consumed};
+        }
+        if (err == HPE_PAUSED && phase_ == phase::body && in_trailers_ && !in_trailers) {
+            llhttp_resume(&parser_); // paused at the last chunk: go on counting the trailers
+            continue;
         }
         fail_parse(err, {exec_begin_, n});
         return {feed_status::failed, consumed};
@@ -445,6 +468,8 @@ void server_session::reset_request_state() noexcept {
     version_end_ = 0;
     version_len_ = 0;
     extra_bytes_ = 0;
+    trailer_bytes_ = 0;
+    in_trailers_ = false;
     last_lf_end_ = 0;
     version_done_ = false;
     te_seen_ = false;

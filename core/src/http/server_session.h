@@ -132,13 +132,15 @@ private:
     const char* exec_begin_ = nullptr; // start of the bytes of the llhttp_execute in progress
     std::size_t version_end_ = 0;      // head offset just past the HTTP version, 0 before it
     std::size_t version_len_ = 0;      // bytes of the version ("1.1") seen so far
-    std::size_t extra_bytes_ = 0;      // chunk extensions and trailer fields received
+    std::size_t extra_bytes_ = 0;      // chunk extensions received
+    std::size_t trailer_bytes_ = 0;    // bytes of the trailer section fed so far
     std::size_t last_lf_end_ = 0;      // head offset just past the last LF of earlier pieces, 0: none
     std::size_t head_base_ = 0;        // the arena offset of the head's first byte
     std::size_t copied_ = 0;           // head bytes already in the arena
     std::size_t span_end_ = 0;         // head offset just past the last piece of any field
     char name_last_ = '\0';            // the last byte of the header name being received
     bool version_done_ = false;        // llhttp accepted the version
+    bool in_trailers_ = false;         // the last chunk's size line was read
     bool te_seen_ = false;             // Transfer-Encoding: the codings seen, in order
     bool te_last_chunked_ = false;
     bool te_other_coding_ = false;

@@ -20,6 +20,7 @@ struct error_case {
 };
 
 const std::string host = "Host: h\r\n";
+const std::string chunked_te = "Transfer-Encoding: chunked\r\n\r\n";
 
 std::string case_name(const ::testing::TestParamInfo<error_case>& p) {
     return p.param.name;
@@ -147,7 +148,14 @@ INSTANTIATE_TEST_SUITE_P(
         error_case{"IceProtocol", "SOURCE / ICE/1.0\r\n" + host + "\r\n", 400},
         error_case{"TwoDigitMinor", "GET / HTTP/1.10\r\n" + host + "\r\n", 400},
         error_case{"NonDigitVersion", "GET / HTTP/x.y\r\n" + host + "\r\n", 400},
-        error_case{"WhitespaceBeforeFirstHeader", "GET / HTTP/1.1\r\n " + host + "\r\n", 400}),
+        error_case{"WhitespaceBeforeFirstHeader", "GET / HTTP/1.1\r\n " + host + "\r\n", 400},
+        // RFC 9112 §7.1.2: trailer fields are field lines like the header section's.
+        error_case{"EmptyTrailerName", "POST / HTTP/1.1\r\n" + host + chunked_te + "1\r\nx\r\n0\r\n: v\r\n\r\n",
+                   400},
+        error_case{"EmptyTrailerLine", "POST / HTTP/1.1\r\n" + host + chunked_te + "1\r\nx\r\n0\r\n:\r\n\r\n",
+                   400},
+        error_case{"SpaceBeforeColonInATrailer",
+                   "POST / HTTP/1.1\r\n" + host + chunked_te + "1\r\nx\r\n0\r\nX-T : 1\r\n\r\n", 400}),
     case_name);
 
 // 501: well-formed but not implemented (RFC 9110 §9.1, §15.6.2; RFC 9112 §6.1).

@@ -161,10 +161,12 @@ std::string chunk_head_with_extension(std::size_t name, std::size_t value) {
            "\r\nx\r\n0\r\n\r\n";
 }
 
-// A chunked request with one trailer field of these name and value sizes.
-std::string chunked_with_trailer(std::size_t name, std::size_t value) {
-    return chunked_head + "1\r\nx\r\n0\r\n" + std::string(name, 't') + ": " + std::string(value, 'v') +
-           "\r\n\r\n";
+// A chunked request whose trailer section (its fields and the empty line that ends them) is
+// exactly `n` bytes.
+std::string chunked_with_trailer_section(std::size_t n) {
+    const std::string start = "X-Pad: ";
+    const std::string end = "\r\n\r\n";
+    return chunked_head + "1\r\nx\r\n0\r\n" + start + std::string(n - start.size() - end.size(), 'p') + end;
 }
 
 TEST(ServerSessionLimits, ChunkedBodyExactlyAtTheLimitIsAccepted) {
@@ -196,11 +198,46 @@ TEST(ServerSessionLimits, ChunkExtensionsAreLimited) {
     EXPECT_EQ(status_whatever_the_split(chunk_head_with_extension(50, 51), limits), 413);
 }
 
-TEST(ServerSessionLimits, TrailersAreLimitedLikeHeaders) {
-    const session_limits limits = header_limit(100);
-    // A trailer's name and value bytes: 10 + 90 fit, 10 + 91 do not.
-    EXPECT_EQ(status_whatever_the_split(chunked_with_trailer(10, 90), limits), 0);
-    EXPECT_EQ(status_whatever_the_split(chunked_with_trailer(10, 91), limits), 431);
+TEST(ServerSessionLimits, ATrailerSectionExactlyAtTheHeaderLimitIsAccepted) {
+    for (const std::size_t limit : {64u, 100u}) {
+        EXPECT_EQ(status_whatever_the_split(chunked_with_trailer_section(limit), header_limit(limit)), 0)
+            << limit;
+    }
+}
+
+TEST(ServerSessionLimits, ATrailerSectionOneByteOverTheHeaderLimitIs431) {
+    for (const std::size_t limit : {64u, 100u}) {
+        EXPECT_EQ(status_whatever_the_split(chunked_with_trailer_section(limit + 1), header_limit(limit)),
+                  431)
+            << limit;
+    }
+}
+
+TEST(ServerSessionLimits, EveryByteOfATrailerSectionCounts) {
+    // Colons, line ends and whitespace count, not only names and values: 30 short fields of 4
+    // bytes, or one field padded with 200 spaces, are over a limit of 100.
+    std::string fields;
+    for (int i = 0; i < 30; ++i) {
+        fields += "a:\r\n";
+    }
+    EXPECT_EQ(
+        status_whatever_the_split(chunked_head + "1\r\nx\r\n0\r\n" + fields + "\r\n", header_limit(100)),
+        431);
+    EXPECT_EQ(
+        status_whatever_the_split(chunked_head + "1\r\nx\r\n0\r\nX-T:" + std::string(200, ' ') + "v\r\n\r\n",
+                                  header_limit(100)),
+        431);
+}
+
+TEST(ServerSessionLimits, AnEndlessTrailerSectionFailsAtTheLimitWithoutItsEnd) {
+    server_session s{header_limit(100)};
+    request req;
+    std::string in = chunked_head + "1\r\nx\r\n0\r\n";
+    for (int i = 0; i < 100; ++i) {
+        in += "a:\r\n"; // no empty line: the section never ends
+    }
+    EXPECT_EQ(s.feed(in, req).status, feed_status::failed);
+    EXPECT_EQ(s.error_status(), 431);
 }
 
 } // namespace
