@@ -136,26 +136,35 @@ wait_handle limiter::acquire(const executor& on, acquire_callback done) {
     case detail::limiter_core::admission::must_wait:
         break;
     }
-    // The timer holds the core, so the limiter object may go first.
-    const bool armed = on.post([deadline, port, core = core_, w, timeout = core_->options().wait_timeout] {
-        if (deadline->finished) {
-            return; // granted or cancelled before the timer was armed
-        }
-        auto expire = [core, w] {
-            detail::limiter_waiter::wake left;
-            if (core->time_out(*w, left)) {
-                left.done(limit_errc::wait_timed_out, permit());
-            }
-        };
-        try {
-            deadline->armed = port->owner_loop().call_after(timeout, [deadline, expire] {
-                deadline->armed = nullptr; // firing: the timer deletes itself
-                expire();
-            });
-        } catch (const std::bad_alloc&) {
-            expire(); // no memory for the deadline: the wait ends now rather than never
-        }
+    // A wait whose loop stops before its timer fires would stay queued for good, holding a
+    // slot and its callback: whatever drops the arming task or the timer unrun (a loop's end)
+    // takes the waiter out of the queue, and the callback is dropped with it. Once the wait has
+    // its result this finds it no longer queued and does nothing.
+    auto leave_queue = std::shared_ptr<void>(nullptr, [core = core_, w](void*) noexcept {
+        detail::limiter_waiter::wake left;
+        (void)core->cancel(*w, left);
     });
+    // The timer holds the core, so the limiter object may go first.
+    const bool armed =
+        on.post([deadline, port, core = core_, w, leave_queue, timeout = core_->options().wait_timeout] {
+            if (deadline->finished) {
+                return; // granted or cancelled before the timer was armed
+            }
+            auto expire = [core, w] {
+                detail::limiter_waiter::wake left;
+                if (core->time_out(*w, left)) {
+                    left.done(limit_errc::wait_timed_out, permit());
+                }
+            };
+            try {
+                deadline->armed = port->owner_loop().call_after(timeout, [deadline, expire, leave_queue] {
+                    deadline->armed = nullptr; // firing: the timer deletes itself
+                    expire();
+                });
+            } catch (const std::bad_alloc&) {
+                expire(); // no memory for the deadline: the wait ends now rather than never
+            }
+        });
     if (!armed) {
         // The loop has stopped: nothing would ever run the callback there. Leave the queue.
         detail::limiter_waiter::wake left;

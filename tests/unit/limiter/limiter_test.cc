@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -273,6 +274,34 @@ TEST(limiter, a_grant_to_a_stopped_loop_is_released) {
     EXPECT_EQ(lim.stats().in_use, 0u);
     EXPECT_FALSE(ran);
     EXPECT_THROW(lim.acquire(executor(), [](std::error_code, permit) {}), std::invalid_argument);
+}
+
+TEST(limiter, a_waiter_whose_loop_stops_while_it_waits_leaves_the_queue) {
+    limiter lim({.permits = 1, .max_queue = 1, .wait_timeout = milliseconds(200)});
+    permit held = lim.try_acquire();
+    ASSERT_TRUE(held);
+    auto alive = std::make_shared<int>(0);
+    std::weak_ptr<int> captured = alive;
+    bool ran = false;
+    {
+        loop_runner a;
+        lim.acquire(a.exec(), [&ran, alive = std::move(alive)](std::error_code, permit) { ran = true; });
+        ASSERT_TRUE(wait_until([&] { return lim.stats().queued == 1; }));
+        // Let the loop arm the wait's timer, then stop it with the waiter still queued.
+        std::this_thread::sleep_for(milliseconds(50));
+    }
+    EXPECT_EQ(lim.stats().queued, 0u) << "nothing on a stopped loop will ever time it out";
+    EXPECT_TRUE(captured.expired()) << "the callback is dropped unrun with its loop";
+    EXPECT_FALSE(ran);
+
+    // Its slot is free again for a waiter on a live loop.
+    loop_runner b;
+    outcomes got;
+    lim.acquire(b.exec(), got.record(1, b.exec()));
+    held.release();
+    ASSERT_TRUE(got.wait_for(1));
+    EXPECT_EQ(got.at(0).ec, std::error_code());
+    EXPECT_TRUE(got.at(0).had_permit);
 }
 
 // Many threads and two loops at once: no permit is lost or granted twice (TSan watches).
