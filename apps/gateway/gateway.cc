@@ -1,5 +1,7 @@
 #include "gateway.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include <sluice/forwarding.h>
@@ -32,6 +34,23 @@ sluice::client_request upstream_request(sluice::exchange& ex, std::string_view u
         up.body = ex.take_body();
     }
     return up;
+}
+
+std::chrono::milliseconds call_timeout(const sluice::client_options& o) noexcept {
+    using ms = std::chrono::milliseconds;
+    // Each is at most a day (the flags' range); saturate anyway, for any client_options.
+    ms total{1000};
+    for (const ms t : {o.acquire_timeout, o.connect_timeout, o.connect_timeout, o.response_timeout}) {
+        total = t.count() > 0 && total.count() > ms::max().count() - t.count() ? ms::max()
+                                                                               : total + std::max(t, ms{0});
+    }
+    return total;
+}
+
+sluice::async_context suspend_for_upstream(gateway& g, sluice::exchange& ex) {
+    sluice::async_context ctx = ex.start_async(g.wait_timeout);
+    (void)ctx.set_timeout_status(504); // the upstream took too long: a gateway timeout
+    return ctx;
 }
 
 bool refused(sluice::exchange& ex) {

@@ -3,6 +3,7 @@
 // result made into the downstream response).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,9 +14,17 @@
 
 namespace gateway {
 
+/// The longest one upstream call can take before the client itself ends it: acquire, two
+/// connects (a stale pooled connection is retried once on a fresh one), the response, and a
+/// second more. A suspended exchange waits this long (504 if ever it runs out), not the server's
+/// async_timeout_ms, so the client's own timeouts and their 504 always come first.
+std::chrono::milliseconds call_timeout(const sluice::client_options& o) noexcept;
+
 struct gateway {
-    gateway(sluice::upstream up, sluice::client_options options) : api(std::move(up), options) {}
+    gateway(sluice::upstream up, sluice::client_options options)
+        : api(std::move(up), options), wait_timeout(call_timeout(options)) {}
     sluice::client api;
+    std::chrono::milliseconds wait_timeout; ///< call_timeout() of the client's options
     std::unique_ptr<sluice::limiter> limit; // null: unlimited
     /// The endpoints behind `limit` (`work`, `files`, `upload`, `bytes`); empty: every one.
     /// S4 guards only the uploads, as the seed's Semaphore(50) did, so reads never wait.
@@ -32,6 +41,9 @@ enum class body_hold {
 /// The upstream request for `ex`: same method, `upstream_path` with the incoming query, the
 /// end-to-end headers plus X-Forwarded-For / Forwarded, and the body as `hold` says.
 sluice::client_request upstream_request(sluice::exchange& ex, std::string_view upstream_path, body_hold hold);
+
+/// Suspends `ex` for an upstream call: start_async(g.wait_timeout), whose end is a 504.
+sluice::async_context suspend_for_upstream(gateway& g, sluice::exchange& ex);
 
 /// Answers 400 when the request cannot be forwarded byte-exact and safe (forwarding.h).
 bool refused(sluice::exchange& ex);

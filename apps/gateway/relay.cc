@@ -1,6 +1,7 @@
 // The streamed relay of one upstream response (see relay.h).
 #include "relay.h"
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -28,7 +29,7 @@ void relay::start(gateway& g, exchange& ex, sluice::client_request up, relay_fin
     r->exec_ = ex.executor();
     r->method_ = ex.request().method() == "HEAD" ? "HEAD" : "";
     ex.set_attribute(relay_attribute, r);
-    async_context ctx = ex.start_async();
+    async_context ctx = suspend_for_upstream(g, ex);
     {
         std::lock_guard lock(r->mu_);
         r->ctx_ = ctx;
@@ -256,7 +257,11 @@ void relay::dispatch(exchange& ex) {
     if (ended) {
         return; // the stream ends with the exchange
     }
-    async_context ctx = ex.start_async();
+    // The next piece, or the drain, with no deadline of the exchange's own: the head went out,
+    // and from here the client's response_timeout bounds a silent upstream (not counted while
+    // the body is paused) and the connection's write timeout a slow downstream reader, whose
+    // drain may take longer than any fixed wait (limits.min_send_rate).
+    async_context ctx = ex.start_async(std::chrono::milliseconds(0));
     async_context wake;
     {
         std::lock_guard lock(mu_);
