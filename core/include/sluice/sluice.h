@@ -15,4 +15,5 @@
 #include <sluice/request.h>
 #include <sluice/response.h>
 #include <sluice/router.h>
+#include <sluice/run_main.h>
 #include <sluice/server.h>
