@@ -3,10 +3,14 @@
 // config_file.cc and the command line in command_line.cc, both through this table.
 
 #include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -773,12 +777,108 @@ void validate_tls_extras(const tls_config& tls) {
     }
 }
 
-// Whether two listen values name one socket: the same port (not 0, which the kernel picks
-// afresh for each) on the same host, or on all interfaces, which include every host.
+// What a listen host binds: every address of one family, of both (IPv6's all-interfaces is
+// dual-stack: the listeners leave IPV6_V6ONLY off), or these addresses, as IPv6 (IPv4 mapped).
+struct bound_hosts {
+    bool all_v4 = false;
+    bool all_v6 = false;
+    std::vector<std::array<unsigned char, 16>> addresses;
+};
+
+std::array<unsigned char, 16> mapped_v4(const in_addr& a) {
+    std::array<unsigned char, 16> out{};
+    out[10] = 0xff;
+    out[11] = 0xff;
+    std::memcpy(out.data() + 12, &a, 4);
+    return out;
+}
+
+bool is_mapped_v4(const std::array<unsigned char, 16>& a) {
+    return std::all_of(a.begin(), a.begin() + 10, [](unsigned char c) { return c == 0; }) && a[10] == 0xff &&
+           a[11] == 0xff;
+}
+
+void add_host_address(bound_hosts& out, const std::array<unsigned char, 16>& a) {
+    const bool zero_v6 = std::all_of(a.begin(), a.end(), [](unsigned char c) { return c == 0; });
+    const bool zero_v4 = is_mapped_v4(a) && a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] == 0;
+    if (zero_v6) {
+        out.all_v4 = out.all_v6 = true;
+    } else if (zero_v4) {
+        out.all_v4 = true;
+    } else {
+        out.addresses.push_back(a);
+    }
+}
+
+bound_hosts bound_hosts_of(const listen_address& l) {
+    bound_hosts out;
+    if (l.host.empty()) {
+        out.all_v4 = out.all_v6 = true;
+        return out;
+    }
+    in_addr v4{};
+    std::array<unsigned char, 16> v6{};
+    if (::inet_pton(AF_INET, l.host.c_str(), &v4) == 1) {
+        add_host_address(out, mapped_v4(v4));
+        return out;
+    }
+    if (::inet_pton(AF_INET6, l.host.c_str(), v6.data()) == 1) {
+        add_host_address(out, v6);
+        return out;
+    }
+    // A name (or a numeric form inet_pton does not take): what the server's bind will resolve.
+    // Unresolvable: nothing to compare; the bind says why, naming the key.
+    addrinfo hints{};
+    hints.ai_family = l.ipv6 ? AF_INET6 : AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(l.host.c_str(), nullptr, &hints, &res) != 0) {
+        return out;
+    }
+    for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            add_host_address(out, mapped_v4(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr));
+        } else if (a->ai_family == AF_INET6) {
+            std::memcpy(v6.data(), &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr, 16);
+            add_host_address(out, v6);
+        }
+    }
+    ::freeaddrinfo(res);
+    return out;
+}
+
+bool covers(const bound_hosts& all, const bound_hosts& some) {
+    if (all.all_v4 && all.all_v6) {
+        return true;
+    }
+    if (all.all_v4) {
+        return some.all_v4 || std::any_of(some.addresses.begin(), some.addresses.end(), is_mapped_v4);
+    }
+    if (all.all_v6) {
+        return some.all_v6 || std::any_of(some.addresses.begin(), some.addresses.end(),
+                                          [](const auto& a) { return !is_mapped_v4(a); });
+    }
+    return false;
+}
+
+// Whether two listen values would bind one socket, or overlapping ones: the same port (not 0,
+// which the kernel picks afresh for each) on a shared address, however each is spelled
+// ("localhost", "127.0.0.1", "[::ffff:127.0.0.1]"), or on all interfaces, which include
+// every address of their family.
 bool same_listener(const std::string& a_text, const std::string& b_text) {
     const listen_address a = parse_listen(a_text);
     const listen_address b = parse_listen(b_text);
-    return a.port != 0 && a.port == b.port && (a.host == b.host || a.host.empty() || b.host.empty());
+    if (a.port == 0 || a.port != b.port) {
+        return false;
+    }
+    const bound_hosts ha = bound_hosts_of(a);
+    const bound_hosts hb = bound_hosts_of(b);
+    if (covers(ha, hb) || covers(hb, ha)) {
+        return true;
+    }
+    return std::any_of(ha.addresses.begin(), ha.addresses.end(), [&](const auto& x) {
+        return std::find(hb.addresses.begin(), hb.addresses.end(), x) != hb.addresses.end();
+    });
 }
 
 void validate_tls_listen(const config& cfg) {

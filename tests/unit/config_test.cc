@@ -341,6 +341,32 @@ TEST(config, admin_listen_must_differ_from_listen) {
               "admin.listen");
 }
 
+TEST(config, admin_listen_on_the_listen_socket_is_caught_however_it_is_spelled) {
+    // Each of these binds, or overlaps, 127.0.0.1:8080: the second bind would fail with
+    // EADDRINUSE, blamed on the wrong key.
+    for (const char* same :
+         {"0.0.0.0:8080", "[::]:8080", "localhost:8080", "[::ffff:127.0.0.1]:8080", "127.000.0.1:8080"}) {
+        config cfg;
+        cfg.listen = "127.0.0.1:8080";
+        cfg.admin.listen = same;
+        const auto e = catch_startup_error([&] { validate_config(cfg); });
+        EXPECT_EQ(e.key(), "admin.listen") << same << ": " << e.what();
+    }
+    for (const char* other : {"127.0.0.2:8080", "[::1]:8080", "127.0.0.1:8081"}) {
+        config cfg;
+        cfg.listen = "127.0.0.1:8080";
+        cfg.admin.listen = other;
+        EXPECT_NO_THROW(validate_config(cfg)) << other;
+    }
+    config cfg;
+    cfg.listen = "[::]:8080"; // IPv6 all interfaces takes IPv4's too (dual stack)
+    cfg.admin.listen = "127.0.0.1:8080";
+    EXPECT_EQ(catch_startup_error([&] { validate_config(cfg); }).key(), "admin.listen");
+    cfg.listen = "0.0.0.0:8080"; // IPv4's all interfaces are not IPv6's
+    cfg.admin.listen = "[::1]:8080";
+    EXPECT_NO_THROW(validate_config(cfg));
+}
+
 TEST(config, access_log_format_is_combined_or_json) {
     config cfg;
     EXPECT_EQ(cfg.access_log.format, "combined");

@@ -14,12 +14,16 @@ namespace sluice {
 class startup_error : public std::runtime_error {
 public:
     startup_error(std::string key, const std::string& message)
-        : std::runtime_error(key.empty() ? message : key + ": " + message), key_(std::move(key)) {}
+        : std::runtime_error(key.empty() ? message : key + ": " + message), key_(std::move(key)),
+          reason_(message) {}
 
     const std::string& key() const noexcept { return key_; }
+    /// The message without the key: what to say when rethrowing under another key.
+    const std::string& reason() const noexcept { return reason_; }
 
 private:
     std::string key_;
+    std::string reason_;
 };
 
 /// Why an exchange ended without a normal completion, as seen by async listeners.

@@ -323,7 +323,7 @@ private:
         try {
             return resolve_listen_address(text);
         } catch (const startup_error& e) {
-            throw startup_error(key, e.what());
+            throw startup_error(key, e.reason());
         }
     }
 
@@ -360,7 +360,7 @@ private:
             try {
                 admin_addr = resolve_listen_address(cfg_.admin.listen);
             } catch (const startup_error& e) {
-                throw startup_error("admin.listen", e.what());
+                throw startup_error("admin.listen", e.reason());
             }
         }
         std::vector<handed_fd> fds = systemd_listeners(std::span<const char* const>(environ, environ_size()),
