@@ -294,6 +294,13 @@ command_line parse_command_line(int argc, const char* const* argv, std::span<con
             if (f.value.empty()) {
                 throw startup_error(f.text, "expects a file path, got ''");
             }
+            // One file: a second would silently replace the first (keys that are in only one
+            // of them would then depend on the order), so it is refused.
+            if (!config_path.empty()) {
+                throw startup_error(f.text, "given twice ('" + config_path + "', then '" +
+                                                std::string(f.value) +
+                                                "'): one configuration file only; --set adds keys");
+            }
             config_path = f.value;
             config_source = f.text;
         }

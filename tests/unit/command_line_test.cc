@@ -267,6 +267,17 @@ TEST(command_line, config_flag_overrides_sluice_config) {
     EXPECT_EQ(parse({}, empty).cfg.io_threads, config{}.io_threads);
 }
 
+TEST(command_line, a_second_config_flag_is_an_error_not_a_silent_replacement) {
+    const temp_file first("io_threads = 2\n");
+    const temp_file second("io_threads = 3\n");
+    const auto e = catch_startup_error([&] {
+        parse({"--config", first.path(), "--config=" + second.path()});
+    });
+    EXPECT_EQ(e.key(), "--config");
+    EXPECT_TRUE(contains(e.what(), "given twice")) << e.what();
+    EXPECT_TRUE(contains(e.what(), first.path())) << e.what();
+}
+
 TEST(command_line, config_file_errors_say_where_the_file_came_from) {
     const fake_env env{"SLUICE_CONFIG=/nonexistent/sluice.toml"};
     auto e = catch_startup_error([&] { parse({}, env); });
