@@ -48,6 +48,10 @@ TEST(restart, handover_under_load_fails_no_request) {
             EXPECT_EQ(next->admin_port(), admin) << next->log();
             EXPECT_EQ(current->wait_exit(milliseconds(10'000)), 0) << "restart " << i << ":\n"
                                                                    << current->log();
+            // Its stop came from the hand-over, not from a signal anybody sent.
+            EXPECT_NE(current->log().find("handed over: waiting for the drain"), std::string::npos)
+                << current->log();
+            EXPECT_EQ(current->log().find("signal 15"), std::string::npos) << current->log();
             current = std::move(next);
         }
         const std::uint64_t before = load.answered();

@@ -1,10 +1,12 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <ctime>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -576,7 +578,13 @@ void server::run_until_signal() {
     ::signal(SIGPIPE, SIG_IGN);
     // A hand-over stops the server from the hand-over thread; this thread then waits for the
     // drain as after SIGTERM, so that the process exits 0 once it ends.
-    impl_->set_stop_waker([self = pthread_self()] { pthread_kill(self, SIGTERM); });
+    // The SIGTERM's siginfo cannot tell it from a kill(1) (glibc's pthread_kill reaches here
+    // with si_code SI_USER), so the waker says so itself.
+    auto handed_over = std::make_shared<std::atomic<bool>>(false);
+    impl_->set_stop_waker([self = pthread_self(), handed_over] {
+        handed_over->store(true);
+        pthread_kill(self, SIGTERM);
+    });
     start();
     int sig = 0;
     for (;;) {
@@ -585,7 +593,7 @@ void server::run_until_signal() {
         if (sig < 0) {
             continue; // EINTR
         }
-        if (sig == SIGTERM && info.si_code == SI_TKILL && info.si_pid == ::getpid()) {
+        if (sig == SIGTERM && handed_over->load()) {
             impl_->log().info("handed over: waiting for the drain");
             stop();
             return;
