@@ -85,6 +85,36 @@ void check_pem_file(const std::string& key, const std::string& path) {
     }
 }
 
+// The client names what it finds wrong in its TLS files by its own options
+// (client.tls.cert_file); the user typed the gateway's flags: the error names those.
+sluice::startup_error upstream_error(std::string text) {
+    static constexpr std::pair<std::string_view, std::string_view> names[] = {
+        {"ca_file", "upstream-ca-file"},
+        {"cert_file", "upstream-cert-file"},
+        {"key_file", "upstream-key-file"},
+        {"server_name", "upstream-server-name"},
+    };
+    std::string key = "upstream";
+    for (const auto& [option, flag] : names) {
+        const std::string qualified = "client.tls." + std::string(option);
+        if (text.rfind(qualified, 0) == 0 && key == "upstream") {
+            key = flag;
+            text.erase(0, qualified.size());
+            text.erase(0, text.find_first_not_of(": "));
+        }
+    }
+    for (const auto& [option, flag] : names) {
+        for (const std::string& from : {"client.tls." + std::string(option), std::string(option)}) {
+            for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
+                const std::string to = "--" + std::string(flag);
+                text.replace(at, from.size(), to);
+                at += to.size();
+            }
+        }
+    }
+    return {key, text};
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -153,11 +183,16 @@ int main(int argc, char** argv) {
             std::fputs(cl.usage.c_str(), stdout);
             return 0;
         }
+        // "--limit-routes ''" names no endpoint: an error, not the default (every endpoint).
+        const bool limit_routes_given = std::any_of(rest.begin(), rest.end(), [](const char* a) {
+            const std::string_view arg = a == nullptr ? "" : a;
+            return arg == "--limit-routes" || arg.starts_with("--limit-routes=");
+        });
         if (upstreams.empty()) {
             throw sluice::startup_error("upstream", "expected at least one --upstream HOST:PORT");
         }
         sluice::client_options co;
-        co.max_connections = parse_number("pool-size", pool_size, 1'000'000);
+        co.max_connections = parse_number("pool-size", pool_size, 1'000'000, 1);
         co.max_pending = parse_number("max-pending", max_pending, 10'000'000);
         co.acquire_timeout = parse_ms("acquire-timeout-ms", acquire_ms);
         // A zero connect or response timeout would fire at once: every request a 504. At least
@@ -165,9 +200,6 @@ int main(int argc, char** argv) {
         co.connect_timeout = parse_ms("connect-timeout-ms", connect_ms, 1);
         co.response_timeout = parse_ms("response-timeout-ms", response_ms, 1);
         co.idle_timeout = parse_ms("idle-timeout-ms", idle_ms);
-        if (co.max_connections == 0) {
-            throw sluice::startup_error("pool-size", "expected at least 1");
-        }
         // The limiter's flags are checked whether --limit turns it on or not: never ignored.
         sluice::limiter_options lo;
         lo.permits = parse_number("limit", limit, 10'000'000);
@@ -212,7 +244,7 @@ int main(int argc, char** argv) {
         try {
             g = std::make_unique<gateway::gateway>(sluice::upstream(upstreams, uo), co);
         } catch (const std::invalid_argument& e) {
-            throw sluice::startup_error("upstream", e.what());
+            throw upstream_error(e.what());
         }
         if (lo.permits > 0) {
             try {
@@ -221,7 +253,7 @@ int main(int argc, char** argv) {
                 throw sluice::startup_error("limit", e.what());
             }
         }
-        if (!limit_routes.empty()) {
+        if (limit_routes_given) {
             if (!g->limit) {
                 throw sluice::startup_error("limit-routes", "needs --limit N");
             }

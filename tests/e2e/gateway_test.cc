@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <sluice/backend.h>
@@ -358,6 +360,10 @@ TEST(gateway_flags, limit_routes_names_endpoints_and_needs_a_limit) {
     const auto no_limit = run_gateway({"--limit-routes", "upload"});
     EXPECT_EQ(no_limit.exit_code, 2) << no_limit.err;
     EXPECT_NE(no_limit.err.find("needs --limit N"), std::string::npos) << no_limit.err;
+    // An empty list is not "every endpoint" in disguise: it names none, which is an error.
+    const auto empty = run_gateway({"--limit", "5", "--limit-routes", ""});
+    EXPECT_EQ(empty.exit_code, 2) << empty.err;
+    EXPECT_NE(empty.err.find("limit-routes: "), std::string::npos) << empty.err;
 }
 
 // A zero connect or response timeout fires at once: every request would be a 504. Refused at
@@ -395,6 +401,30 @@ TEST(gateway_flags, upstream_tls_files_are_checked) {
     EXPECT_EQ(https.exit_code, 2) << https.err;
     EXPECT_NE(https.err.find("upstream-ca-file: cannot open '/nonexistent/ca.pem'"), std::string::npos)
         << https.err;
+}
+
+// What the client finds wrong in them is named by the gateway's flags too, not by the client's
+// option names (client.tls.*), which the user never typed.
+TEST(gateway_flags, upstream_tls_file_contents_are_named_by_their_flags) {
+    const test_certs certs;
+    const std::string garbage = ::testing::TempDir() + "sluice_gateway_garbage.pem";
+    std::ofstream(garbage) << "not a certificate\n";
+    const auto https = [](std::vector<std::string> args) {
+        args.insert(args.begin(),
+                    {SLUICE_GATEWAY_BIN, "--upstream", "https://127.0.0.1:9", "--listen", "127.0.0.1:0"});
+        return run_process(args, milliseconds(5000));
+    };
+    for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"--upstream-ca-file", garbage}, "upstream-ca-file: "},
+             {{"--upstream-cert-file", certs.cert_path()}, "upstream-key-file: "},
+             {{"--upstream-key-file", certs.key_path()}, "upstream-cert-file: "},
+             {{"--upstream-cert-file", garbage, "--upstream-key-file", certs.key_path()},
+              "upstream-cert-file: "}}) {
+        const auto r = https(args);
+        EXPECT_EQ(r.exit_code, 2) << r.err;
+        EXPECT_NE(r.err.find("sluice-gateway: " + flag), std::string::npos) << r.err;
+        EXPECT_EQ(r.err.find("client.tls"), std::string::npos) << r.err;
+    }
 }
 
 } // namespace
