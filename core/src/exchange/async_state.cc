@@ -99,7 +99,10 @@ bool async_state::resume() noexcept {
 
 bool async_state::set_timeout(std::chrono::milliseconds t) noexcept {
     std::unique_lock lock(mu_);
-    if (ended_locked() || t.count() < 0) {
+    // Idle (no start_async() in this dispatch) and resuming (the resumed dispatch's
+    // start_async() will set its own) have no suspension the value could bound: refused rather
+    // than accepted and dropped.
+    if (ended_locked() || t.count() < 0 || phase_ == async_phase::idle || phase_ == async_phase::resuming) {
         return false;
     }
     timeout_ = t;

@@ -78,6 +78,27 @@ TEST_F(fixture, resume_before_return_is_deferred_and_the_state_can_start_again) 
     EXPECT_EQ(host.seen, (std::vector<std::string>{"signal:7"}));
 }
 
+// Between a winning resume() and the resumed dispatch's own start_async() there is no timer to
+// change: a set_timeout() then would be dropped by that start_async() while it said true.
+TEST_F(fixture, set_timeout_is_refused_while_no_suspension_could_use_it) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    EXPECT_FALSE(ctx.set_timeout(milliseconds(60'000))) << "idle: start_async() not called yet";
+    ASSERT_TRUE(st->start(milliseconds(1000)));
+    EXPECT_TRUE(ctx.set_timeout(milliseconds(2000))) << "started: armed with it when the handler returns";
+    EXPECT_EQ(st->handler_returned(), async_state::after_dispatch::suspend);
+    EXPECT_EQ(st->take_timeout(), milliseconds(2000));
+    ASSERT_TRUE(ctx.resume());
+    EXPECT_FALSE(ctx.set_timeout(milliseconds(60'000))) << "resuming";
+    ASSERT_TRUE(st->begin_resume());
+    EXPECT_FALSE(ctx.set_timeout(milliseconds(60'000))) << "the resumed dispatch, before start_async()";
+    ASSERT_TRUE(st->start(milliseconds(1000)));
+    EXPECT_EQ(st->handler_returned(), async_state::after_dispatch::suspend);
+    EXPECT_EQ(st->take_timeout(), milliseconds(1000));
+    EXPECT_TRUE(ctx.complete());
+    run_posted();
+}
+
 TEST_F(fixture, complete_while_suspended_signals_the_loop_once) {
     async_context ctx(make());
     async_state* st = ctx.state();
