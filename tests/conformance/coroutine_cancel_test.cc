@@ -185,6 +185,50 @@ TEST_P(coroutine_cancel_test, completed_by_someone_else_destroys_the_waiting_fra
     EXPECT_TRUE(srv().wait_exchanges_freed());
 }
 
+// completion::on_cancel promises its canceller runs on the exchange's loop thread, also when
+// it is set from the operation's own thread after the await was cancelled.
+TEST_P(coroutine_cancel_test, a_canceller_set_from_another_thread_after_the_cancellation_runs_on_the_loop) {
+    srv().config().async_timeout_ms = 100;
+    struct late_canceller {
+        std::atomic<bool> go{false};
+        std::atomic<int> ran{0};
+        std::atomic<bool> on_loop{false};
+        std::thread worker;
+    };
+    auto late = std::make_shared<late_canceller>();
+    struct joiner {
+        late_canceller& l;
+        ~joiner() {
+            l.go = true;
+            if (l.worker.joinable()) {
+                l.worker.join();
+            }
+        }
+    } join_at_end{*late};
+    auto o = std::make_shared<observed>();
+    add_waiting_route(o, [late](exchange& ex) {
+        return async_op<void>([late, exec = ex.executor()](completion<void> done) {
+            late->worker = std::thread([late, exec, done = std::move(done)] {
+                (void)wait_until([&] { return late->go.load(); });
+                done.on_cancel([late, exec] {
+                    late->on_loop = exec.in_loop_thread();
+                    ++late->ran;
+                });
+            });
+        });
+    });
+    srv().start();
+    test_client c(srv().port());
+    ASSERT_TRUE(c.send(get_request("/wait"))) << c.error();
+    auto r = c.read_response();
+    ASSERT_TRUE(r) << c.error();
+    EXPECT_EQ(r->status, 503);
+    expect_cancelled_coroutine(*o);
+    late->go = true; // the await is cancelled: now the operation says how to stop it
+    ASSERT_TRUE(wait_until([&] { return late->ran.load() == 1; })) << "the canceller never ran";
+    EXPECT_TRUE(late->on_loop.load()) << "the canceller ran off the loop thread";
+}
+
 SLUICE_BACKEND_SUITE(coroutine_cancel_test);
 
 } // namespace

@@ -183,7 +183,8 @@ public:
     void operator()(std::error_code error) const noexcept { (*this)(result<T>(error)); }
 
     /// What to do when the exchange ends before the operation does (stop it, free resources).
-    /// Runs once, on the exchange's loop thread; at once if the await was cancelled already.
+    /// Runs once, on the exchange's loop thread; if the await was cancelled already, at once when
+    /// called there, else posted there.
     void on_cancel(std::function<void()> fn) const {
         if (op_ != nullptr) {
             op_->set_canceller(std::move(fn));

@@ -1,5 +1,6 @@
 // The shared state of one await (async_op.h): settled once, then resumed on the loop.
 #include <future>
+#include <new>
 
 #include <sluice/async_op.h>
 
@@ -90,8 +91,22 @@ void op_base::set_canceller(std::function<void()> fn) {
             return; // completed already: nothing to cancel
         }
     }
-    if (fn) {
-        fn(); // cancelled before the operation could say how: stop it now
+    if (!fn) {
+        return;
+    }
+    // Cancelled before the operation could say how: stop it now, on the loop thread as
+    // promised (the operation may be telling us from a thread of its own).
+    if (run_ == nullptr || run_->loop().in_loop_thread()) {
+        fn();
+        return;
+    }
+    bool posted = false;
+    try {
+        posted = run_->loop().post([fn] { fn(); });
+    } catch (const std::bad_alloc&) {
+    }
+    if (!posted) {
+        fn(); // the loop has stopped (or no memory to post): stopping the operation here beats never
     }
 }
 
