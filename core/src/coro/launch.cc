@@ -17,7 +17,13 @@ void launch_coroutine(exchange& ex, async_context ctx, task<> t) {
     }
     // The runner owns the frame from here; one reference belongs to the listeners below.
     async_context listeners_ctx = ctx;
-    auto* run = new coro_run(std::move(ctx), ex.executor(), frame, ex.response());
+    coro_run* run = nullptr;
+    try {
+        run = new coro_run(std::move(ctx), ex.executor(), frame, ex.response());
+    } catch (...) {
+        frame.destroy(); // taken out of the task above, and owned by no runner: it never ran
+        throw;
+    }
     frame.promise().sluice_bind(run, {});
     // on_complete first: once it is registered, the runner is released however the exchange
     // ends, also if registering the others throws (bad_alloc) and the handler fails.
