@@ -97,7 +97,9 @@ std::string files_json() {
     return out + "]";
 }
 
-// The byte pattern of /bytes: position i carries 'a' + i % 26, so a reader can check any slice.
+// The byte pattern of /bytes: byte i of each stream_chunk piece carries 'a' + i % 26 (the pattern
+// restarts with every piece, as 65,536 is not a multiple of 26): byte n of a body is
+// 'a' + (n % stream_chunk) % 26, so a reader can check any slice.
 std::string stream_pattern() {
     std::string s(stream_chunk, '\0');
     for (std::size_t i = 0; i < s.size(); ++i) {

@@ -53,6 +53,11 @@ std::vector<client_header> forwardable_headers(const request& req) {
         if (iequals(h.name, "content-length") || iequals(h.name, "x-forwarded-host")) {
             continue;
         }
+        // "Expect: 100-continue" was met by this hop, which has the whole body (RFC 9110
+        // §10.1.1); an upstream must not be asked again, nor given the chance to refuse it.
+        if (iequals(h.name, "expect") && iequals(h.value, "100-continue")) {
+            continue;
+        }
         all.push_back({std::string(h.name), std::string(h.value)});
     }
     strip_hop_by_hop(all);

@@ -67,6 +67,17 @@ TEST(Forwarding, ForwardableHeadersDropHostAndFramingAndCarryTheHostOn) {
     EXPECT_EQ(hs[1].value, "front.example");
 }
 
+// By the time a handler forwards the request, this hop has met a 100-continue expectation
+// (the whole body is here): passing it on would let an upstream that refuses expectations (417)
+// fail a request already sent in full. Other expectations go on.
+TEST(Forwarding, AMetHundredContinueExpectationIsNotForwarded) {
+    const request req = parse("POST /u HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\nContent-Length: 2\r\n"
+                              "Accept: a\r\n\r\nhi");
+    EXPECT_EQ(names(forwardable_headers(req)), (std::vector<std::string>{"Accept", "X-Forwarded-Host"}));
+    const request other = parse("GET /u HTTP/1.1\r\nHost: h\r\nExpect: something-else\r\n\r\n");
+    EXPECT_EQ(names(forwardable_headers(other)), (std::vector<std::string>{"Expect", "X-Forwarded-Host"}));
+}
+
 // X-Forwarded-Host has no chain, unlike X-Forwarded-For: an upstream reading it trusts the
 // one value, so a client's own (a spoofed host for the upstream's links and redirects) never
 // goes on ahead of ours; without a Host of its own the request carries none.
