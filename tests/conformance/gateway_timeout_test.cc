@@ -47,6 +47,22 @@ protected:
         srv().start();
     }
 
+    /// /api/{style}/work in every suspending style at once: each answered `status`, with `body`
+    /// unless null; then every exchange is freed.
+    void expect_every_style_answers(int status, const char* body) {
+        auto clients = send_to_every_style(srv().port());
+        for (std::size_t i = 0; i < std::size(suspending_styles); ++i) {
+            const char* style = suspending_styles[i];
+            auto r = clients[i]->read_response();
+            ASSERT_TRUE(r) << style << ": " << clients[i]->error();
+            EXPECT_EQ(r->status, status) << style << ": " << r->body;
+            if (body != nullptr) {
+                EXPECT_EQ(r->body, body) << style;
+            }
+        }
+        EXPECT_TRUE(srv().wait_exchanges_freed());
+    }
+
     void TearDown() override {
         backend_test::TearDown();
         gw_.reset();
@@ -67,16 +83,7 @@ TEST_P(gateway_timeout_test, an_upstream_slower_than_the_async_timeout_is_waited
     client_options o;
     o.response_timeout = 5s;
     start_gateway(up.address(), o);
-    auto clients = send_to_every_style(srv().port());
-    for (std::size_t i = 0; i < std::size(suspending_styles); ++i) {
-        const char* style = suspending_styles[i];
-        test_client& c = *clients[i];
-        auto r = c.read_response();
-        ASSERT_TRUE(r) << style << ": " << c.error();
-        EXPECT_EQ(r->status, 200) << style << ": " << r->body;
-        EXPECT_EQ(r->body, "late") << style;
-    }
-    EXPECT_TRUE(srv().wait_exchanges_freed());
+    expect_every_style_answers(200, "late");
 }
 
 TEST_P(gateway_timeout_test, a_body_streaming_for_longer_than_the_async_timeout_arrives_whole) {
@@ -96,16 +103,7 @@ TEST_P(gateway_timeout_test, a_body_streaming_for_longer_than_the_async_timeout_
     client_options o;
     o.response_timeout = 5s;
     start_gateway(up.address(), o);
-    auto clients = send_to_every_style(srv().port());
-    for (std::size_t i = 0; i < std::size(suspending_styles); ++i) {
-        const char* style = suspending_styles[i];
-        test_client& c = *clients[i];
-        auto r = c.read_response();
-        ASSERT_TRUE(r) << style << ": " << c.error();
-        EXPECT_EQ(r->status, 200) << style;
-        EXPECT_EQ(r->body, "abcdef") << style;
-    }
-    EXPECT_TRUE(srv().wait_exchanges_freed());
+    expect_every_style_answers(200, "abcdef");
 }
 
 TEST_P(gateway_timeout_test, an_upstream_past_the_response_timeout_is_504) {
@@ -117,15 +115,7 @@ TEST_P(gateway_timeout_test, an_upstream_past_the_response_timeout_is_504) {
     client_options o;
     o.response_timeout = 400ms;
     start_gateway(up.address(), o);
-    auto clients = send_to_every_style(srv().port());
-    for (std::size_t i = 0; i < std::size(suspending_styles); ++i) {
-        const char* style = suspending_styles[i];
-        test_client& c = *clients[i];
-        auto r = c.read_response();
-        ASSERT_TRUE(r) << style << ": " << c.error();
-        EXPECT_EQ(r->status, 504) << style << ": " << r->body;
-    }
-    EXPECT_TRUE(srv().wait_exchanges_freed());
+    expect_every_style_answers(504, nullptr);
 }
 
 SLUICE_BACKEND_SUITE(gateway_timeout_test);
