@@ -21,7 +21,7 @@ namespace gateway {
 std::chrono::milliseconds call_timeout(const sluice::client_options& o) noexcept;
 
 struct gateway {
-    gateway(sluice::upstream up, sluice::client_options options)
+    gateway(sluice::upstream up, const sluice::client_options& options)
         : api(std::move(up), options), wait_timeout(call_timeout(options)) {}
     sluice::client api;
     std::chrono::milliseconds wait_timeout; ///< call_timeout() of the client's options
