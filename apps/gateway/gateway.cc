@@ -1,6 +1,5 @@
 #include "gateway.h"
 
-#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -36,21 +35,8 @@ sluice::client_request upstream_request(sluice::exchange& ex, std::string_view u
     return up;
 }
 
-std::chrono::milliseconds call_timeout(const sluice::client_options& o) noexcept {
-    using ms = std::chrono::milliseconds;
-    // Each is at most a day (the flags' range); saturate anyway, for any client_options.
-    ms total{1000};
-    for (const ms t : {o.acquire_timeout, o.connect_timeout, o.connect_timeout, o.response_timeout}) {
-        total = t.count() > 0 && total.count() > ms::max().count() - t.count() ? ms::max()
-                                                                               : total + std::max(t, ms{0});
-    }
-    return total;
-}
-
-sluice::async_context suspend_for_upstream(gateway& g, sluice::exchange& ex) {
-    sluice::async_context ctx = ex.start_async(g.wait_timeout);
-    (void)ctx.set_timeout_status(504); // the upstream took too long: a gateway timeout
-    return ctx;
+sluice::async_context suspend_for_upstream(sluice::exchange& ex) {
+    return ex.start_async(std::chrono::milliseconds(0));
 }
 
 bool refused(sluice::exchange& ex) {

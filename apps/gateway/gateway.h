@@ -3,7 +3,6 @@
 // result made into the downstream response).
 #pragma once
 
-#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,17 +13,9 @@
 
 namespace gateway {
 
-/// The longest one upstream call can take before the client itself ends it: acquire, two
-/// connects (a stale pooled connection is retried once on a fresh one), the response, and a
-/// second more. A suspended exchange waits this long (504 if ever it runs out), not the server's
-/// async_timeout_ms, so the client's own timeouts and their 504 always come first.
-std::chrono::milliseconds call_timeout(const sluice::client_options& o) noexcept;
-
 struct gateway {
-    gateway(sluice::upstream up, const sluice::client_options& options)
-        : api(std::move(up), options), wait_timeout(call_timeout(options)) {}
+    gateway(sluice::upstream up, const sluice::client_options& options) : api(std::move(up), options) {}
     sluice::client api;
-    std::chrono::milliseconds wait_timeout; ///< call_timeout() of the client's options
     std::unique_ptr<sluice::limiter> limit; // null: unlimited
     /// The endpoints behind `limit` (`work`, `files`, `upload`, `bytes`); empty: every one.
     /// S4 guards only the uploads, as the seed's Semaphore(50) did, so reads never wait.
@@ -42,8 +33,12 @@ enum class body_hold {
 /// end-to-end headers plus X-Forwarded-For / Forwarded, and the body as `hold` says.
 sluice::client_request upstream_request(sluice::exchange& ex, std::string_view upstream_path, body_hold hold);
 
-/// Suspends `ex` for an upstream call: start_async(g.wait_timeout), whose end is a 504.
-sluice::async_context suspend_for_upstream(gateway& g, sluice::exchange& ex);
+/// Suspends `ex` for an upstream call with no deadline of the exchange's own: the client's
+/// timeouts bound every phase of the call (acquire, each connect, each response wait, the
+/// one stale-connection retry) and answer 504, and once the head went downstream the
+/// connection's write timeout bounds a slow reader. The server's async_timeout_ms would
+/// otherwise end a slow but timely call with a 503, or cut a long body.
+sluice::async_context suspend_for_upstream(sluice::exchange& ex);
 
 /// Answers 400 when the request cannot be forwarded byte-exact and safe (forwarding.h).
 bool refused(sluice::exchange& ex);

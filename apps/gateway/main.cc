@@ -103,16 +103,36 @@ sluice::startup_error upstream_error(std::string text) {
             text.erase(0, text.find_first_not_of(": "));
         }
     }
-    for (const auto& [option, flag] : names) {
-        for (const std::string& from : {"client.tls." + std::string(option), std::string(option)}) {
-            for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at)) {
-                const std::string to = "--" + std::string(flag);
-                text.replace(at, from.size(), to);
-                at += to.size();
+    // The option names elsewhere in the message ("but cert_file is set"); never inside a quoted
+    // path ('/etc/pki/ca_file.pem').
+    std::string out;
+    bool quoted = false;
+    for (std::size_t i = 0; i < text.size();) {
+        if (text[i] == '\'') {
+            quoted = !quoted;
+        }
+        bool replaced = false;
+        for (const auto& [option, flag] : names) {
+            if (quoted) {
+                break;
+            }
+            for (const std::string& from : {"client.tls." + std::string(option), std::string(option)}) {
+                if (text.compare(i, from.size(), from) == 0) {
+                    out += "--" + std::string(flag);
+                    i += from.size();
+                    replaced = true;
+                    break;
+                }
+            }
+            if (replaced) {
+                break;
             }
         }
+        if (!replaced) {
+            out += text[i++];
+        }
     }
-    return {key, text};
+    return {key, out};
 }
 
 } // namespace

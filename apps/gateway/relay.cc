@@ -29,7 +29,7 @@ void relay::start(gateway& g, exchange& ex, sluice::client_request up, relay_fin
     r->exec_ = ex.executor();
     r->method_ = ex.request().method() == "HEAD" ? "HEAD" : "";
     ex.set_attribute(relay_attribute, r);
-    async_context ctx = suspend_for_upstream(g, ex);
+    async_context ctx = suspend_for_upstream(ex);
     {
         std::lock_guard lock(r->mu_);
         r->ctx_ = ctx;
@@ -257,11 +257,11 @@ void relay::dispatch(exchange& ex) {
     if (ended) {
         return; // the stream ends with the exchange
     }
-    // The next piece, or the drain, with no deadline of the exchange's own: the head went out,
-    // and from here the client's response_timeout bounds a silent upstream (not counted while
-    // the body is paused) and the connection's write timeout a slow downstream reader, whose
-    // drain may take longer than any fixed wait (limits.min_send_rate).
-    async_context ctx = ex.start_async(std::chrono::milliseconds(0));
+    // The next piece, or the drain: no deadline of the exchange's own (suspend_for_upstream).
+    // The client's response_timeout bounds a silent upstream (not counted while the body is
+    // paused), and the connection's write timeout a slow reader, whose drain may take longer
+    // than any fixed wait (limits.min_send_rate).
+    async_context ctx = suspend_for_upstream(ex);
     async_context wake;
     {
         std::lock_guard lock(mu_);

@@ -81,10 +81,9 @@ sluice::handler co_style(gateway& g, std::string path) {
         if (refused(ex)) {
             co_return;
         }
-        // The coroutine's suspension waits for the call as relay::start's does (gateway.h).
-        sluice::async_context ctx = ex.context();
-        (void)ctx.set_timeout(g.wait_timeout);
-        (void)ctx.set_timeout_status(504);
+        // The coroutine's suspension waits for the call as relay::start's does, with no
+        // deadline of its own (suspend_for_upstream, gateway.h).
+        (void)ex.context().set_timeout(std::chrono::milliseconds(0));
         // Cancelled with the exchange (the async_op contract): the result is then not sent.
         result<sluice::client_body_stream> s =
             co_await g.api.stream(ex.executor(), upstream_request(ex, path, body_hold::take));
@@ -94,9 +93,6 @@ sluice::handler co_style(gateway& g, std::string path) {
         }
         // With the upstream's length, if any (for HEAD: none declared when it has none).
         sluice::copy_response(s->head(), ex.response(), ex.request().method());
-        // From the head on, no deadline of the exchange's own, as in relay::dispatch: the
-        // client's response_timeout bounds the upstream, the write timeout the downstream.
-        (void)ctx.set_timeout(std::chrono::milliseconds(0));
         bool head_out = false;
         while (auto piece = co_await s->next()) {
             ex.response().write(*piece);

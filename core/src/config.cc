@@ -3,14 +3,15 @@
 // config_file.cc and the command line in command_line.cc, both through this table.
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
@@ -22,6 +23,7 @@
 #include <sluice/log.h>
 
 #include "config_keys.h"
+#include "server/socket_util.h"
 
 namespace sluice {
 namespace {
@@ -777,73 +779,63 @@ void validate_tls_extras(const tls_config& tls) {
     }
 }
 
-// What a listen host binds: every address of one family, of both (IPv6's all-interfaces is
-// dual-stack: the listeners leave IPV6_V6ONLY off), or these addresses, as IPv6 (IPv4 mapped).
+// What a listen value binds: all addresses of a family (IPv6's all-interfaces takes IPv4's
+// too unless net.ipv6.bindv6only is set: the listeners leave IPV6_V6ONLY as the system has it),
+// or one address, as IPv6 (IPv4 mapped).
 struct bound_hosts {
     bool all_v4 = false;
     bool all_v6 = false;
     std::vector<std::array<unsigned char, 16>> addresses;
+    std::string name; ///< a host name: not resolved here (no DNS while validating), compared as text
 };
-
-std::array<unsigned char, 16> mapped_v4(const in_addr& a) {
-    std::array<unsigned char, 16> out{};
-    out[10] = 0xff;
-    out[11] = 0xff;
-    std::memcpy(out.data() + 12, &a, 4);
-    return out;
-}
 
 bool is_mapped_v4(const std::array<unsigned char, 16>& a) {
     return std::all_of(a.begin(), a.begin() + 10, [](unsigned char c) { return c == 0; }) && a[10] == 0xff &&
            a[11] == 0xff;
 }
 
-void add_host_address(bound_hosts& out, const std::array<unsigned char, 16>& a) {
-    const bool zero_v6 = std::all_of(a.begin(), a.end(), [](unsigned char c) { return c == 0; });
-    const bool zero_v4 = is_mapped_v4(a) && a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] == 0;
-    if (zero_v6) {
-        out.all_v4 = out.all_v6 = true;
-    } else if (zero_v4) {
+bool v6_sockets_take_v4() {
+    std::ifstream f("/proc/sys/net/ipv6/bindv6only");
+    int only = 0;
+    return !(f >> only) || only == 0;
+}
+
+bound_hosts bound_hosts_of(const std::string& listen) {
+    bound_hosts out;
+    const listen_address parsed = parse_listen(listen);
+    in_addr v4{};
+    in6_addr v6{};
+    if (!parsed.host.empty() && ::inet_pton(AF_INET, parsed.host.c_str(), &v4) != 1 &&
+        ::inet_pton(AF_INET6, parsed.host.c_str(), &v6) != 1) {
+        out.name = parsed.host;
+        std::transform(out.name.begin(), out.name.end(), out.name.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        return out;
+    }
+    detail::socket_address sa;
+    try {
+        sa = detail::resolve_listen_address(listen); // what the bind will use; numeric: no lookup
+    } catch (const startup_error&) {
+        return out; // nothing to compare: the bind says why, naming the key
+    }
+    std::array<unsigned char, 16> a{};
+    if (sa.storage.ss_family == AF_INET) {
+        a[10] = 0xff;
+        a[11] = 0xff;
+        std::memcpy(a.data() + 12, &reinterpret_cast<const sockaddr_in*>(&sa.storage)->sin_addr, 4);
+    } else if (sa.storage.ss_family == AF_INET6) {
+        std::memcpy(a.data(), &reinterpret_cast<const sockaddr_in6*>(&sa.storage)->sin6_addr, 16);
+    } else {
+        return out;
+    }
+    if (std::all_of(a.begin(), a.end(), [](unsigned char c) { return c == 0; })) {
+        out.all_v6 = true;
+        out.all_v4 = v6_sockets_take_v4();
+    } else if (is_mapped_v4(a) && a[12] == 0 && a[13] == 0 && a[14] == 0 && a[15] == 0) {
         out.all_v4 = true;
     } else {
         out.addresses.push_back(a);
     }
-}
-
-bound_hosts bound_hosts_of(const listen_address& l) {
-    bound_hosts out;
-    if (l.host.empty()) {
-        out.all_v4 = out.all_v6 = true;
-        return out;
-    }
-    in_addr v4{};
-    std::array<unsigned char, 16> v6{};
-    if (::inet_pton(AF_INET, l.host.c_str(), &v4) == 1) {
-        add_host_address(out, mapped_v4(v4));
-        return out;
-    }
-    if (::inet_pton(AF_INET6, l.host.c_str(), v6.data()) == 1) {
-        add_host_address(out, v6);
-        return out;
-    }
-    // A name (or a numeric form inet_pton does not take): what the server's bind will resolve.
-    // Unresolvable: nothing to compare; the bind says why, naming the key.
-    addrinfo hints{};
-    hints.ai_family = l.ipv6 ? AF_INET6 : AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(l.host.c_str(), nullptr, &hints, &res) != 0) {
-        return out;
-    }
-    for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-        if (a->ai_family == AF_INET) {
-            add_host_address(out, mapped_v4(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr));
-        } else if (a->ai_family == AF_INET6) {
-            std::memcpy(v6.data(), &reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr, 16);
-            add_host_address(out, v6);
-        }
-    }
-    ::freeaddrinfo(res);
     return out;
 }
 
@@ -862,17 +854,23 @@ bool covers(const bound_hosts& all, const bound_hosts& some) {
 }
 
 // Whether two listen values would bind one socket, or overlapping ones: the same port (not 0,
-// which the kernel picks afresh for each) on a shared address, however each is spelled
-// ("localhost", "127.0.0.1", "[::ffff:127.0.0.1]"), or on all interfaces, which include
-// every address of their family.
+// which the kernel picks afresh for each) on the same address, however it is spelled
+// ("127.0.0.1", "[::ffff:127.0.0.1]"), or on all interfaces, which include every address of
+// their family. Names are not looked up while validating (the bind does that, and a clash
+// there still names the key being bound).
 bool same_listener(const std::string& a_text, const std::string& b_text) {
     const listen_address a = parse_listen(a_text);
     const listen_address b = parse_listen(b_text);
     if (a.port == 0 || a.port != b.port) {
         return false;
     }
-    const bound_hosts ha = bound_hosts_of(a);
-    const bound_hosts hb = bound_hosts_of(b);
+    const bound_hosts ha = bound_hosts_of(a_text);
+    const bound_hosts hb = bound_hosts_of(b_text);
+    if (!ha.name.empty() || !hb.name.empty()) {
+        // A name against a name: the same spelling. Against all interfaces: it is one of them,
+        // whichever address it resolves to. Against an address: unknown without a lookup.
+        return ha.name == hb.name || ha.all_v4 || ha.all_v6 || hb.all_v4 || hb.all_v6;
+    }
     if (covers(ha, hb) || covers(hb, ha)) {
         return true;
     }

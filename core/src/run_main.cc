@@ -38,6 +38,9 @@ int run_main(int argc, const char* const* argv, const std::function<void(const c
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
         return 1;
+    } catch (...) {
+        std::fprintf(stderr, "%s: an exception that is not a std::exception\n", name.c_str());
+        return 1;
     }
 }
 

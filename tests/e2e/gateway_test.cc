@@ -407,7 +407,8 @@ TEST(gateway_flags, upstream_tls_files_are_checked) {
 // option names (client.tls.*), which the user never typed.
 TEST(gateway_flags, upstream_tls_file_contents_are_named_by_their_flags) {
     const test_certs certs;
-    const std::string garbage = ::testing::TempDir() + "sluice_gateway_garbage.pem";
+    // A path holding an option's name: named as typed, not rewritten.
+    const std::string garbage = ::testing::TempDir() + "sluice_gateway_ca_file.pem";
     std::ofstream(garbage) << "not a certificate\n";
     const auto https = [](std::vector<std::string> args) {
         args.insert(args.begin(),
@@ -424,6 +425,9 @@ TEST(gateway_flags, upstream_tls_file_contents_are_named_by_their_flags) {
         EXPECT_EQ(r.exit_code, 2) << r.err;
         EXPECT_NE(r.err.find("sluice-gateway: " + flag), std::string::npos) << r.err;
         EXPECT_EQ(r.err.find("client.tls"), std::string::npos) << r.err;
+        if (args[1] == garbage) {
+            EXPECT_NE(r.err.find("'" + garbage + "'"), std::string::npos) << r.err;
+        }
     }
 }
 

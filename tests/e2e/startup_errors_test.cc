@@ -189,17 +189,6 @@ TEST(startup_errors, admin_port_in_use_names_admin_listen_once) {
     EXPECT_EQ(r.err.find("admin.listen: listen: "), std::string::npos) << "stderr: " << r.err;
 }
 
-TEST(startup_errors, an_admin_or_tls_host_that_does_not_resolve_names_its_key_once) {
-    const auto admin = run_app({"--listen", "127.0.0.1:0", "--set", "admin.listen=nosuch.invalid:9"});
-    expect_startup_error(admin, "admin.listen: cannot resolve \"nosuch.invalid\"", "");
-    EXPECT_EQ(admin.err.find("admin.listen: listen: "), std::string::npos) << "stderr: " << admin.err;
-    const sluice::test::test_certs certs;
-    const auto tls = run_app({"--listen", "127.0.0.1:0", "--tls-listen", "nosuch.invalid:9", "--set",
-                              "tls.cert=" + certs.cert_path(), "--set", "tls.key=" + certs.key_path()});
-    expect_startup_error(tls, "tls.listen: cannot resolve \"nosuch.invalid\"", "");
-    EXPECT_EQ(tls.err.find("tls.listen: listen: "), std::string::npos) << "stderr: " << tls.err;
-}
-
 TEST(startup_errors, port_held_with_reuseport_is_not_silently_shared_by_several_loops) {
     // SO_REUSEPORT (used for io_threads > 1) would let a second server join this port.
     held_port held(true);

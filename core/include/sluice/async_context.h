@@ -81,8 +81,9 @@ public:
     bool resume() noexcept;
     /// Restarts the timeout clock with a new duration; 0 means no timeout. From an on_timeout
     /// listener it extends the exchange (see above). False once the exchange ended, and after a
-    /// winning resume() until the resumed dispatch calls start_async() again (which sets the
-    /// timeout of that suspension): nothing would use the value.
+    /// winning resume() (also one deferred while the handler runs) until the resumed dispatch
+    /// calls start_async() again, which sets the timeout of that suspension: nothing would use
+    /// the value.
     bool set_timeout(std::chrono::milliseconds timeout) noexcept;
     /// Any duration, rounded up to whole milliseconds; one too long for them (hours::max())
     /// saturates to milliseconds::max(), "never", instead of wrapping (duration.h). A negative

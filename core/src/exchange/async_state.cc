@@ -99,10 +99,11 @@ bool async_state::resume() noexcept {
 
 bool async_state::set_timeout(std::chrono::milliseconds t) noexcept {
     std::unique_lock lock(mu_);
-    // Idle (no start_async() in this dispatch) and resuming (the resumed dispatch's
-    // start_async() will set its own) have no suspension the value could bound: refused rather
-    // than accepted and dropped.
-    if (ended_locked() || t.count() < 0 || phase_ == async_phase::idle || phase_ == async_phase::resuming) {
+    // Idle (no start_async() in this dispatch) and a won resume (deferred or not: the resumed
+    // dispatch's start_async() will set its own) have no suspension the value could bound:
+    // refused rather than accepted and dropped.
+    if (ended_locked() || t.count() < 0 || phase_ == async_phase::idle || phase_ == async_phase::resuming ||
+        phase_ == async_phase::started_resume) {
         return false;
     }
     timeout_ = t;

@@ -323,6 +323,14 @@ void check_output(const harness& h, const reference& ref, const std::string& out
                 violation(at + "body is not the handler's", out);
             }
             ++calls;
+        } else if (req->target == "*") {
+            // "OPTIONS *" (the session refuses "*" with any other method): the server answers.
+            const auto allow = r.values("allow");
+            if (r.status != 200 || !r.body.empty() || allow.size() != 1 || allow[0] != routes().methods()) {
+                violation(at + "OPTIONS * answered " + std::to_string(r.status) +
+                              ", not 200 with the routed methods",
+                          out);
+            }
         } else {
             // The router answered (404, 405), or a path escape was malformed (400).
             const router::match_result m = routes().match(req->method, req->path, params);

@@ -99,6 +99,21 @@ TEST_F(fixture, set_timeout_is_refused_while_no_suspension_could_use_it) {
     run_posted();
 }
 
+TEST_F(fixture, set_timeout_is_refused_after_a_resume_deferred_while_the_handler_runs) {
+    async_context ctx(make());
+    async_state* st = ctx.state();
+    ASSERT_TRUE(st->start(milliseconds(1000)));
+    ASSERT_TRUE(ctx.resume()); // started_resume: acts when the handler returns
+    EXPECT_FALSE(ctx.set_timeout(milliseconds(60'000)));
+    EXPECT_EQ(st->handler_returned(), async_state::after_dispatch::resume);
+    ASSERT_TRUE(st->begin_resume());
+    ASSERT_TRUE(st->start(milliseconds(1000)));
+    EXPECT_EQ(st->handler_returned(), async_state::after_dispatch::suspend);
+    EXPECT_EQ(st->take_timeout(), milliseconds(1000));
+    EXPECT_TRUE(ctx.complete());
+    run_posted();
+}
+
 TEST_F(fixture, complete_while_suspended_signals_the_loop_once) {
     async_context ctx(make());
     async_state* st = ctx.state();
