@@ -87,48 +87,42 @@ void check_pem_file(const std::string& key, const std::string& path) {
 
 // The client names what it finds wrong in its TLS files by its own options
 // (client.tls.cert_file); the user typed the gateway's flags: the error names those.
-sluice::startup_error upstream_error(std::string text) {
+sluice::startup_error upstream_error(std::string_view text) {
     static constexpr std::pair<std::string_view, std::string_view> names[] = {
         {"ca_file", "upstream-ca-file"},
         {"cert_file", "upstream-cert-file"},
         {"key_file", "upstream-key-file"},
         {"server_name", "upstream-server-name"},
     };
-    std::string key = "upstream";
-    for (const auto& [option, flag] : names) {
-        const std::string qualified = "client.tls." + std::string(option);
-        if (text.rfind(qualified, 0) == 0 && key == "upstream") {
-            key = flag;
-            text.erase(0, qualified.size());
-            text.erase(0, text.find_first_not_of(": "));
+    static constexpr std::string_view prefix = "client.tls.";
+    // The option at the start of `rest` (qualified or bare), and its length; {} if none.
+    const auto option_at = [](std::string_view rest) -> std::pair<std::string_view, std::size_t> {
+        const std::size_t skip = rest.starts_with(prefix) ? prefix.size() : 0;
+        for (const auto& [option, flag] : names) {
+            if (rest.substr(skip).starts_with(option)) {
+                return {flag, skip + option.size()};
+            }
         }
+        return {};
+    };
+    std::string key = "upstream";
+    if (const auto [flag, len] = option_at(text); flag.data() != nullptr && text.starts_with(prefix)) {
+        key = flag; // "client.tls.key_file: empty, ..." is about --upstream-key-file
+        text.remove_prefix(len);
+        text.remove_prefix(std::min(text.find_first_not_of(": "), text.size()));
     }
     // The option names elsewhere in the message ("but cert_file is set"); never inside a quoted
     // path ('/etc/pki/ca_file.pem').
     std::string out;
     bool quoted = false;
     for (std::size_t i = 0; i < text.size();) {
-        if (text[i] == '\'') {
-            quoted = !quoted;
-        }
-        bool replaced = false;
-        for (const auto& [option, flag] : names) {
-            if (quoted) {
-                break;
-            }
-            for (const std::string& from : {"client.tls." + std::string(option), std::string(option)}) {
-                if (text.compare(i, from.size(), from) == 0) {
-                    out += "--" + std::string(flag);
-                    i += from.size();
-                    replaced = true;
-                    break;
-                }
-            }
-            if (replaced) {
-                break;
-            }
-        }
-        if (!replaced) {
+        quoted = quoted != (text[i] == '\'');
+        const auto [flag, len] =
+            quoted ? std::pair<std::string_view, std::size_t>{} : option_at(text.substr(i));
+        if (flag.data() != nullptr) {
+            out += "--" + std::string(flag);
+            i += len;
+        } else {
             out += text[i++];
         }
     }
@@ -158,6 +152,7 @@ int main(int argc, char** argv) {
         std::string cert_file;
         std::string key_file;
         std::string limit_routes;
+        bool limit_routes_given = false; // "--limit-routes ''" names no endpoint: an error, not "all"
         const sluice::app_option options[] = {
             {"upstream", "HOST:PORT|https://HOST[:PORT]",
              "an address of the upstream (repeatable: round robin); https:// speaks TLS", nullptr},
@@ -190,7 +185,7 @@ int main(int argc, char** argv) {
              &cert_file},
             {"upstream-key-file", "PATH", "PEM private key of --upstream-cert-file", &key_file},
             {"limit-routes", "LIST", "endpoints behind --limit: work,files,upload,bytes (default: all)",
-             &limit_routes},
+             &limit_routes, &limit_routes_given},
         };
         std::string ignored_upstream; // --upstream is taken out above; listed for --help
         std::vector<sluice::app_option> opts(std::begin(options), std::end(options));
@@ -203,11 +198,6 @@ int main(int argc, char** argv) {
             std::fputs(cl.usage.c_str(), stdout);
             return 0;
         }
-        // "--limit-routes ''" names no endpoint: an error, not the default (every endpoint).
-        const bool limit_routes_given = std::any_of(rest.begin(), rest.end(), [](const char* a) {
-            const std::string_view arg = a == nullptr ? "" : a;
-            return arg == "--limit-routes" || arg.starts_with("--limit-routes=");
-        });
         if (upstreams.empty()) {
             throw sluice::startup_error("upstream", "expected at least one --upstream HOST:PORT");
         }

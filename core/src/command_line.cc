@@ -241,6 +241,9 @@ void apply_flag(command_line& result, const parsed_flag& flag) {
     const std::string from = "from " + flag.text;
     if (flag.app != nullptr) {
         *flag.app->target = std::string(flag.value);
+        if (flag.app->given != nullptr) {
+            *flag.app->given = true;
+        }
         return;
     }
     switch (flag.builtin->action) {

@@ -800,9 +800,8 @@ bool v6_sockets_take_v4() {
     return !(f >> only) || only == 0;
 }
 
-bound_hosts bound_hosts_of(const std::string& listen) {
+bound_hosts bound_hosts_of(const std::string& listen, const listen_address& parsed) {
     bound_hosts out;
-    const listen_address parsed = parse_listen(listen);
     in_addr v4{};
     in6_addr v6{};
     if (!parsed.host.empty() && ::inet_pton(AF_INET, parsed.host.c_str(), &v4) != 1 &&
@@ -864,8 +863,8 @@ bool same_listener(const std::string& a_text, const std::string& b_text) {
     if (a.port == 0 || a.port != b.port) {
         return false;
     }
-    const bound_hosts ha = bound_hosts_of(a_text);
-    const bound_hosts hb = bound_hosts_of(b_text);
+    const bound_hosts ha = bound_hosts_of(a_text, a);
+    const bound_hosts hb = bound_hosts_of(b_text, b);
     if (!ha.name.empty() || !hb.name.empty()) {
         // A name against a name: the same spelling. Against all interfaces: it is one of them,
         // whichever address it resolves to. Against an address: unknown without a lookup.

@@ -37,9 +37,11 @@ std::vector<std::unique_ptr<test_client>> send_to_every_style(std::uint16_t port
 
 class gateway_timeout_test : public backend_test {
 protected:
-    void start_gateway(const std::string& address, client_options options) {
+    void start_gateway(const std::string& address, std::chrono::milliseconds response_timeout) {
         // Far under every upstream wait below: the calls must not be bounded by it.
         srv().config().async_timeout_ms = 150;
+        client_options options;
+        options.response_timeout = response_timeout;
         gw_ = std::make_unique<::gateway::gateway>(upstream({address}), options);
         for (auto& r : ::gateway::routes(*gw_)) {
             srv().route(r.method, r.path, std::move(r.h));
@@ -80,9 +82,7 @@ TEST_P(gateway_timeout_test, an_upstream_slower_than_the_async_timeout_is_waited
             }
         }
     });
-    client_options o;
-    o.response_timeout = 5s;
-    start_gateway(up.address(), o);
+    start_gateway(up.address(), 5s);
     expect_every_style_answers(200, "late");
 }
 
@@ -100,9 +100,7 @@ TEST_P(gateway_timeout_test, a_body_streaming_for_longer_than_the_async_timeout_
             }
         }
     });
-    client_options o;
-    o.response_timeout = 5s;
-    start_gateway(up.address(), o);
+    start_gateway(up.address(), 5s);
     expect_every_style_answers(200, "abcdef");
 }
 
@@ -112,9 +110,7 @@ TEST_P(gateway_timeout_test, an_upstream_past_the_response_timeout_is_504) {
             (void)c.wait_closed(5s); // never answers
         }
     });
-    client_options o;
-    o.response_timeout = 400ms;
-    start_gateway(up.address(), o);
+    start_gateway(up.address(), 400ms);
     expect_every_style_answers(504, nullptr);
 }
 

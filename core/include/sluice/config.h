@@ -173,6 +173,7 @@ struct app_option {
     std::string value_name;
     std::string help;
     std::string* target;
+    bool* given = nullptr; ///< if set: true once the flag appears (an empty value included)
 };
 
 struct command_line {
