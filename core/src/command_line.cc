@@ -11,6 +11,7 @@
 #include <sluice/error.h>
 
 #include "config_keys.h"
+#include "program_name.h"
 
 namespace sluice {
 namespace {
@@ -91,15 +92,6 @@ void check_app_options(std::span<const app_option> options) {
             }
         }
     }
-}
-
-std::string program_name(int argc, const char* const* argv) {
-    if (argc < 1 || argv == nullptr || argv[0] == nullptr || argv[0][0] == '\0') {
-        return "sluice";
-    }
-    const std::string_view path(argv[0]);
-    const std::size_t slash = path.rfind('/');
-    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
 }
 
 /// Appends "  left  right", with right starting at `column` (or on the next line when left is long).
@@ -276,7 +268,7 @@ command_line parse_command_line(int argc, const char* const* argv, std::span<con
                                 std::span<const app_option> app_options, std::string_view program_summary) {
     check_app_options(app_options);
     command_line result;
-    result.usage = build_usage(program_name(argc, argv), program_summary, app_options);
+    result.usage = build_usage(detail::program_name(argc, argv), program_summary, app_options);
 
     // --help wins over everything else on the line: someone asking for help should get it even
     // while the rest of the line (or the environment) is still wrong.

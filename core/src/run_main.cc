@@ -6,23 +6,12 @@
 #include <sluice/error.h>
 #include <sluice/run_main.h>
 
+#include "program_name.h"
+
 namespace sluice {
-namespace {
-
-std::string program_name(int argc, const char* const* argv) {
-    if (argc < 1 || argv == nullptr || argv[0] == nullptr || *argv[0] == '\0') {
-        return "sluice";
-    }
-    const std::string_view path = argv[0];
-    const std::size_t slash = path.rfind('/');
-    return std::string(slash == std::string_view::npos ? path : path.substr(slash + 1));
-}
-
-} // namespace
-
 int run_main(int argc, const char* const* argv, const std::function<void(const config&)>& body,
              std::span<const app_option> app_options, std::string_view program_summary) {
-    const std::string name = program_name(argc, argv);
+    const std::string name = detail::program_name(argc, argv);
     try {
         const command_line cl =
             parse_command_line(argc, argv, process_environment(), app_options, program_summary);
